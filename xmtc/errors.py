@@ -1,0 +1,43 @@
+"""Exception types shared by every layer.
+
+All user-facing failures derive from :class:`XmtcError`, so the CLI can print a
+single line (``xmtc: <message>``) instead of a traceback. Errors about input
+files always name the file and, where it makes sense, the 1-based line.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+class XmtcError(Exception):
+    """Base class for every error xmtc raises on purpose."""
+
+
+class DataFormatError(XmtcError, ValueError):
+    """A data file (or in-memory input) is malformed.
+
+    The message reads ``PATH:LINE: problem`` (``PATH: problem`` when no line
+    applies), the same shape compilers use, so editors can jump to it.
+    """
+
+    def __init__(self, path: str | os.PathLike | None, line: int | None, problem: str):
+        self.path = None if path is None else os.fspath(path)
+        self.line = line
+        self.problem = problem
+        where = self.path if self.path is not None else "<input>"
+        if line is not None:
+            where = f"{where}:{line}"
+        super().__init__(f"{where}: {problem}")
+
+
+class ModelFormatError(XmtcError):
+    """A saved model folder is missing, corrupt, or from an incompatible version."""
+
+
+class ConfigError(XmtcError, ValueError):
+    """An impossible or unknown configuration value."""
+
+
+class NotFittedError(XmtcError, RuntimeError):
+    """A model was used before ``fit`` (or ``load``)."""
