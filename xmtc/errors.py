@@ -18,17 +18,20 @@ class DataFormatError(XmtcError, ValueError):
     """A data file (or in-memory input) is malformed.
 
     The message reads ``PATH:LINE: problem`` (``PATH: problem`` when no line
-    applies), the same shape compilers use, so editors can jump to it.
+    applies), the same shape compilers use, so editors can jump to it; in-memory
+    input reads ``input line N: problem``.
     """
 
     def __init__(self, path: str | os.PathLike | None, line: int | None, problem: str):
         self.path = None if path is None else os.fspath(path)
         self.line = line
         self.problem = problem
-        where = self.path if self.path is not None else "<input>"
-        if line is not None:
-            where = f"{where}:{line}"
-        super().__init__(f"{where}: {problem}")
+        if self.path is not None:
+            where = self.path if line is None else f"{self.path}:{line}"
+            message = f"{where}: {problem}"
+        else:  # in-memory input: the line is the item's 1-based position
+            message = problem if line is None else f"input line {line}: {problem}"
+        super().__init__(message)
 
 
 class ModelFormatError(XmtcError):

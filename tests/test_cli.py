@@ -1,0 +1,91 @@
+"""The `xmtc` command end to end on a small real sample, and its error paths."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from xmtc.cli import main
+
+
+@pytest.fixture(scope="module")
+def files(reuters_small, tmp_path_factory):
+    (tr_t, tr_l), (te_t, te_l) = reuters_small
+    d = tmp_path_factory.mktemp("cli")
+    with gzip.open(d / "train.txt.gz", "wt", encoding="utf-8") as fh:
+        for t, l in zip(tr_t, tr_l):
+            fh.write(",".join(l) + "\t" + t.replace("\t", " ") + "\n")
+    with open(d / "test.jsonl", "w", encoding="utf-8") as fh:
+        for t, l in zip(te_t, te_l):
+            fh.write(json.dumps({"text": t, "labels": l}) + "\n")
+    (d / "texts.txt").write_text("\n".join(t.replace("\n", " ") for t in te_t[:20]) + "\n", encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module")
+def model_dir(files):
+    out = files / "model"
+    (files / "cfg.json").write_text(json.dumps({"method": "xr-linear", "branching": 4, "max_leaf_size": 10}))
+    assert main(["train", str(files / "train.txt.gz"), "-o", str(out), "--config", str(files / "cfg.json"),
+                 "--max-leaf-size", "8", "--quiet"]) == 0
+    return out
+
+
+def test_train_records_params(model_dir):
+    manifest = json.loads((model_dir / "manifest.json").read_text())
+    assert manifest["method"] == "xr-linear"
+    assert manifest["params"]["branching"] == 4          # from the config file
+    assert manifest["params"]["max_leaf_size"] == 8      # the flag beats the file
+
+
+def test_predict_writes_jsonl_in_input_order(model_dir, files, capsys):
+    out = files / "pred.jsonl"
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "-k", "3", "-o", str(out), "-q"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 20
+    assert all(set(r) == {"labels", "scores"} and len(r["labels"]) == 3 for r in rows)
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "-k", "3", "-q"]) == 0
+    assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
+
+
+def test_evaluate_json(model_dir, files, capsys):
+    assert main(["evaluate", str(model_dir), str(files / "test.jsonl"), "--json", "-q"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    for key in ("P@1", "P@3", "P@5", "R@5", "nDCG@5", "PSP@5"):
+        assert 0.0 <= metrics[key] <= 100.0
+    assert metrics["P@1"] > 80.0
+
+
+def test_errors_are_one_line(model_dir, files, capsys, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"branchng": 4}))
+    assert main(["train", str(files / "train.txt.gz"), "-o", str(tmp_path / "m"), "--config", str(bad), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "bad.json" in err and "branchng" in err
+    broken = tmp_path / "broken"
+    shutil.copytree(model_dir, broken)
+    (broken / "labels.json").write_text("[]")
+    assert main(["predict", str(broken), str(files / "texts.txt"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "labels.json" in err and "checksum" in err
+    malformed = tmp_path / "m.tsv"
+    malformed.write_text("a,b\tfine text\nno tab on this line\n")
+    assert main(["train", str(malformed), "-o", str(tmp_path / "m2"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "m.tsv:2" in err
+    assert not (tmp_path / "m2").exists()
+
+
+def test_help_lists_every_parameter_with_default():
+    out = subprocess.run([sys.executable, "-m", "xmtc.cli", "train", "--help"], capture_output=True, text=True)
+    assert out.returncode == 0
+    import dataclasses
+    from xmtc.models import XRLinearConfig
+
+    for f in dataclasses.fields(XRLinearConfig):
+        assert "--" + f.name.replace("_", "-") in out.stdout
+    assert "Children per node of the label tree (k-means clusters per split). (default: 16)" in " ".join(
+        out.stdout.split())

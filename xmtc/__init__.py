@@ -1,0 +1,29 @@
+"""xmtc: extreme multi-label text classification.
+
+Quick start::
+
+    import xmtc
+    model = xmtc.XRLinear().fit(texts, label_lists)
+    model.predict(["a new text"], k=5)          # [[(label, score), ...]]
+    model.save("model_dir"); xmtc.load("model_dir")
+"""
+
+from ._version import __version__
+from .errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
+
+__all__ = ["__version__", "XRLinear", "load", "read_dataset", "evaluate", "XmtcError", "DataFormatError",
+           "ModelFormatError", "ConfigError", "NotFittedError"]
+
+
+def __getattr__(name):
+    # Heavy modules (numba kernels) load on first use, so `xmtc --help` and `import xmtc` stay fast.
+    if name in ("XRLinear", "load"):
+        from . import models
+        return getattr(models, name)
+    if name == "read_dataset":
+        from .data import read_dataset
+        return read_dataset
+    if name == "evaluate":
+        from .metrics import evaluate
+        return evaluate
+    raise AttributeError(f"module 'xmtc' has no attribute {name!r}")

@@ -1,0 +1,214 @@
+"""The ``xmtc`` command: train, predict, evaluate, info, demo.
+
+Training options are generated from the chosen method's config dataclass, so ``xmtc train --help``
+always lists exactly the parameters the estimator accepts, with their defaults. Precedence:
+dataclass defaults < ``--config`` JSON < explicit flags. Every deliberate failure is reported as one
+line ``xmtc: error: ...`` naming the file (and line) at fault, with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from typing import Sequence
+
+from . import __version__
+from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config
+from .errors import ConfigError, XmtcError
+
+log = logging.getLogger("xmtc")
+
+METRIC_KEYS = ("P@1", "P@3", "P@5", "R@5", "nDCG@5", "PSP@5")
+
+
+def _methods():
+    from .models import estimator_class, method_names
+    return method_names(), estimator_class
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-q", "--quiet", action="store_true", help="No progress bars or info logging.")
+    parser.add_argument("--log-level", default=None, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="Logging level (default: INFO, or WARNING with --quiet).")
+
+
+def _read_method(argv: Sequence[str]) -> str:
+    """Find --method (or the config file's "method") before the full parser is built."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--method", default=None)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.method:
+        return known.method
+    if known.config:
+        try:
+            method = load_json_config(known.config).get("method")
+        except XmtcError:
+            method = None
+        if isinstance(method, str):
+            return method
+    return "xr-linear"
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    names, estimator_class = _methods()
+    parser = argparse.ArgumentParser(
+        prog="xmtc", description="Extreme multi-label text classification (XR-Linear and friends).")
+    parser.add_argument("--version", action="version", version=f"xmtc {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    method = _read_method(argv)
+    p = sub.add_parser("train", help="Train a model and save it to a folder.",
+                       description="Train a model. Parameters shown are those of --method "
+                                   f"(now: {method}); see `xmtc train --method NAME --help` for others.")
+    p.add_argument("train_file", help="Training data: TSV (labels<TAB>text), JSONL, XC sparse format or .npz;"
+                                      " gzip is read transparently.")
+    p.add_argument("-o", "--output", required=True, help="Model folder to write (replaced atomically).")
+    p.add_argument("--method", default="xr-linear", choices=names, help="Method to train (default: xr-linear).")
+    p.add_argument("--config", help="JSON file with parameters (flat object; explicit flags override it).")
+    p.add_argument("--format", dest="fmt", default=None, help="Input format (tsv, jsonl, xc, npz); default: guess.")
+    p.add_argument("--label-file", help="Label names/texts file (e.g. yso-finna-en's labels.txt.gz).")
+    _common(p)
+    try:
+        add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")
+    except XmtcError:
+        pass  # reported by the method check after parsing
+
+    p = sub.add_parser("predict", help="Predict the top-k labels of each input text.")
+    p.add_argument("model_dir")
+    p.add_argument("input_file", help="One text per line, or TSV/JSONL (labels ignored), or XC/npz features.")
+    p.add_argument("-k", type=int, default=5, help="Labels per input (default: 5).")
+    p.add_argument("-o", "--output", help="Write JSONL here instead of stdout.")
+    p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    _common(p)
+
+    p = sub.add_parser("evaluate", help="Evaluate a model on labelled data.")
+    p.add_argument("model_dir")
+    p.add_argument("test_file")
+    p.add_argument("-k", type=int, default=5, help="Largest k for the @k metrics (default: 5).")
+    p.add_argument("--json", action="store_true", help="Print one JSON object with the metrics.")
+    p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    _common(p)
+
+    p = sub.add_parser("info", help="Show a saved model's manifest summary.")
+    p.add_argument("model_dir")
+    _common(p)
+
+    p = sub.add_parser("demo", help="Train and evaluate on the bundled yso-finna-en sample.")
+    p.add_argument("--examples", type=int, default=5, help="Example titles to show (default: 5).")
+    p.add_argument("-o", "--output", help="Also save the demo model to this folder.")
+    _common(p)
+    return parser
+
+
+def _setup_logging(args: argparse.Namespace) -> None:
+    level = args.log_level or ("WARNING" if args.quiet else "INFO")
+    logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(name)s: %(message)s",
+                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from .data import read_dataset
+    from .models import estimator_class
+
+    cls = estimator_class(args.method)
+    cfg = config_from_args(cls.config_class, args, _method_config_file(args.config, args.method), args.config)
+    t0 = time.perf_counter()
+    ds = read_dataset(args.train_file, fmt=args.fmt, label_file=args.label_file)
+    log.info("read %d training documents with %d labels in %.1fs", len(ds), ds.Y.shape[1],
+             time.perf_counter() - t0)
+    model = cls(**config_to_dict(cfg))
+    model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet)
+    path = model.save(args.output)
+    log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
+    return 0
+
+
+def _method_config_file(path: str | None, method: str) -> dict:
+    """A --config file may name its method; check that it matches and return the other keys."""
+    if not path:
+        return {}
+    data = load_json_config(path)
+    named = data.pop("method", method)
+    if named != method:
+        raise ConfigError(f"{path}: config is for method {named!r} but --method is {method!r}")
+    return data
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    from .data import read_inputs
+    from .models import load
+
+    model = load(args.model_dir)
+    inputs = read_inputs(args.input_file, args.fmt)
+    idx, scores = model.predict_topk(inputs, args.k, progress=not args.quiet)
+    names = model.labels_.names
+    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    try:
+        for ri, rs in zip(idx, scores):
+            keep = ri >= 0
+            out.write(json.dumps({"labels": [names[j] for j in ri[keep]],
+                                  "scores": [round(float(s), 6) for s in rs[keep]]}, ensure_ascii=False))
+            out.write("\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .data import read_dataset
+    from .models import load
+
+    model = load(args.model_dir)
+    ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
+    ks = sorted({1, 3, 5, args.k} if args.k >= 5 else set(range(1, args.k + 1)))
+    metrics = model.evaluate(ds.inputs, ds.Y, ks=ks, progress=not args.quiet)
+    if args.json:
+        print(json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
+    else:
+        for key, val in metrics.items():
+            print(f"{key:>12s}  {val:7.2f}")
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .models.storage import ModelReader
+
+    m = ModelReader(args.model_dir).manifest
+    print(f"method: {m['method']}  (xmtc {m['xmtc_version']}, format {m['format_version']})")
+    for st in m["stages"]:
+        print(f"  stage {st['name']}: {st['type']}" + (f" -> {st['file']}" if "file" in st else ""))
+    print("params: " + json.dumps(m["params"], sort_keys=True))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+    return run_demo(examples=args.examples, output=args.output, progress=not args.quiet)
+
+
+COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "info": cmd_info,
+            "demo": cmd_demo}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(argv)
+    args = parser.parse_args(argv)
+    _setup_logging(args)
+    try:
+        return COMMANDS[args.command](args)
+    except XmtcError as exc:
+        print(f"xmtc: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("xmtc: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

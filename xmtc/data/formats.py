@@ -1,0 +1,230 @@
+"""Readers and writers of the four data formats, one pair per format.
+
+Readers return *raw* documents — texts or feature rows, label-name lists and each document's line
+number — and leave turning names into label columns to :mod:`xmtc.data.dataset`, so that unknown
+labels can be reported against the line they came from. Every reader stops at the first malformed
+line with ``DataFormatError(path, line, problem)``.
+
+Deliberate choices, the same in every format:
+
+* An empty text is a valid document (TSV ``labels<TAB>`` with nothing after the tab, JSONL
+  ``"text": ""``). It gets a zero feature vector; prediction falls back to the bias terms.
+* A document without labels (TSV line starting with a tab, ``"labels": []``, XC line without a label
+  field) is kept: in training it is a negative everywhere, in evaluation it counts with precision 0.
+* A label repeated on one line counts once; labels are stripped of surrounding spaces; an empty label
+  between commas (``a,,b``) is an error, as it is almost always a broken export.
+* In TSV and JSONL a blank line is an error (it would silently shift every later line's output);
+  in the plain ``text`` format (one text a line, for prediction) a blank line is an empty text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import DataFormatError
+from .io import atomic_output, iter_lines
+
+
+@dataclass
+class RawDocuments:
+    """What a reader found: texts or features, label-name lists, and the line each document came from."""
+
+    texts: list[str] | None
+    X: sp.csr_matrix | None
+    labels: list[list[str]] | None     # None: the format carries no labels (plain text)
+    lines: list[int] | None            # 1-based source line per document (None for npz)
+    Y: sp.csr_matrix | None = None     # npz only: labels as a matrix, columns named "0".."L-1"
+
+
+def _split_labels(path, lineno: int, field: str) -> list[str]:
+    if not field.strip():
+        return []
+    out: list[str] = []
+    for name in field.split(","):
+        name = name.strip()
+        if not name:
+            raise DataFormatError(path, lineno, f"empty label name in {field!r}")
+        out.append(name)
+    return list(dict.fromkeys(out))
+
+
+# -- TSV: label1,label2<TAB>text ------------------------------------------------------------------
+def read_tsv(path) -> RawDocuments:
+    texts, labels, lines = [], [], []
+    for lineno, line in iter_lines(path):
+        head, sep, text = line.partition("\t")
+        if not sep:
+            problem = "blank line" if not line.strip() else "no tab found"
+            raise DataFormatError(path, lineno, f"{problem}; expected 'label1,label2<TAB>text'")
+        labels.append(_split_labels(path, lineno, head))
+        texts.append(text)
+        lines.append(lineno)
+    return RawDocuments(texts, None, labels, lines)
+
+
+def write_tsv(path, texts, label_lists) -> None:
+    with atomic_output(path) as fh:
+        for i, (text, labels) in enumerate(zip(texts, label_lists)):
+            for name in labels:
+                if "," in name or "\t" in name or "\n" in name:
+                    raise DataFormatError(path, i + 1, f"label {name!r} cannot be written to TSV"
+                                                       " (contains a comma, tab or newline)")
+            fh.write(",".join(labels) + "\t" + _one_line(text) + "\n")
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+# -- plain text: one text a line (prediction input) ------------------------------------------------
+def read_text_lines(path) -> RawDocuments:
+    texts, lines = [], []
+    for lineno, line in iter_lines(path):
+        texts.append(line)
+        lines.append(lineno)
+    return RawDocuments(texts, None, None, lines)
+
+
+# -- JSONL: {"text": ..., "labels": [...]} ---------------------------------------------------------
+def read_jsonl(path, need_labels: bool = True) -> RawDocuments:
+    texts, labels, lines = [], [], []
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            raise DataFormatError(path, lineno, "blank line; expected one JSON object a line")
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataFormatError(path, lineno, f"invalid JSON: {exc.msg} (column {exc.colno})") from None
+        if not isinstance(obj, dict):
+            raise DataFormatError(path, lineno, 'expected a JSON object {"text": ..., "labels": [...]}')
+        text = obj.get("text")
+        if not isinstance(text, str):
+            raise DataFormatError(path, lineno, "'text' must be a string" if "text" in obj else "missing 'text'")
+        row = obj.get("labels")
+        if row is None and not need_labels:
+            row = []
+        if not isinstance(row, list) or not all(isinstance(x, str) for x in row):
+            raise DataFormatError(path, lineno, "'labels' must be a list of strings" if "labels" in obj
+                                  else "missing 'labels'")
+        names = [x.strip() for x in row]
+        if any(not x for x in names):
+            raise DataFormatError(path, lineno, "empty label name in 'labels'")
+        texts.append(text)
+        labels.append(list(dict.fromkeys(names)))
+        lines.append(lineno)
+    return RawDocuments(texts, None, labels, lines)
+
+
+def write_jsonl(path, texts, label_lists) -> None:
+    with atomic_output(path) as fh:
+        for text, labels in zip(texts, label_lists):
+            fh.write(json.dumps({"text": text, "labels": list(labels)}, ensure_ascii=False) + "\n")
+
+
+# -- Extreme Classification Repository: header, then "l1,l2 f:v f:v ..." -----------------------------
+def read_xc(path) -> RawDocuments:
+    lines_it = iter_lines(path)
+    try:
+        _, header = next(lines_it)
+    except StopIteration:
+        raise DataFormatError(path, 1, "empty file; expected header 'N_docs N_features N_labels'") from None
+    parts = header.split()
+    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+        raise DataFormatError(path, 1, f"expected header 'N_docs N_features N_labels', got {header[:60]!r}")
+    n_docs, n_feat, n_labels = (int(p) for p in parts)
+    labels: list[list[str]] = []
+    lines: list[int] = []
+    indptr = [0]
+    cols: list[int] = []
+    vals: list[float] = []
+    for lineno, line in lines_it:
+        tokens = line.split()
+        row_labels: list[str] = []
+        if tokens and ":" not in tokens[0]:
+            row_labels = _split_labels(path, lineno, tokens[0])
+            tokens = tokens[1:]
+            for name in row_labels:
+                if not name.isdigit() or int(name) >= n_labels:
+                    raise DataFormatError(path, lineno, f"label {name!r} is not an id in [0, {n_labels})")
+        for tok in tokens:
+            f, sep, v = tok.partition(":")
+            try:
+                fid, val = int(f), float(v)
+            except ValueError:
+                raise DataFormatError(path, lineno, f"feature {tok!r} is not 'id:value'") from None
+            if not sep or fid < 0 or fid >= n_feat:
+                raise DataFormatError(path, lineno, f"feature {tok!r}: id must lie in [0, {n_feat})")
+            if not math.isfinite(val):
+                raise DataFormatError(path, lineno, f"feature {tok!r}: value is not a finite number")
+            cols.append(fid)
+            vals.append(val)
+        indptr.append(len(cols))
+        labels.append(row_labels)
+        lines.append(lineno)
+    if len(labels) != n_docs:
+        raise DataFormatError(path, None, f"header says {n_docs} documents, the file has {len(labels)}")
+    X = sp.csr_matrix((np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int32),
+                       np.asarray(indptr, dtype=np.int64)), shape=(n_docs, n_feat))
+    X.sum_duplicates()
+    return RawDocuments(None, X, labels, lines)
+
+
+def write_xc(path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
+    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+    with atomic_output(path) as fh:
+        fh.write(f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n")
+        for i in range(X.shape[0]):
+            lab = ",".join(str(j) for j in Y.indices[Y.indptr[i]:Y.indptr[i + 1]])
+            lo, hi = X.indptr[i], X.indptr[i + 1]
+            feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi]))
+            fh.write(f"{lab} {feats}".rstrip() + "\n")
+
+
+# -- PECOS-style npz: X.npz (csr features) with a sibling Y.npz ------------------------------------
+def sibling_labels_path(path) -> Path:
+    """PECOS names label matrices like their feature matrices with X -> Y (``X.trn.npz`` -> ``Y.trn.npz``)."""
+    path = Path(path)
+    name = path.name
+    i = name.find("X")
+    if i < 0:
+        raise DataFormatError(path, None, "cannot find the labels: an npz feature file's name must contain 'X'"
+                                          " (its labels are the sibling file with X -> Y, e.g. X.trn.npz / Y.trn.npz)")
+    return path.with_name(name[:i] + "Y" + name[i + 1:])
+
+
+def _load_csr(path) -> sp.csr_matrix:
+    if not Path(path).is_file():
+        raise DataFormatError(path, None, "file not found")
+    try:
+        M = sp.load_npz(path)  # numeric arrays only: scipy loads with allow_pickle=False
+    except Exception as exc:  # zip/format errors of every kind
+        raise DataFormatError(path, None, f"not a scipy sparse .npz file ({exc})") from None
+    M = sp.csr_matrix(M, dtype=np.float32)
+    if M.nnz and not np.all(np.isfinite(M.data)):
+        raise DataFormatError(path, None, "contains NaN or infinite values")
+    M.sum_duplicates()
+    M.sort_indices()
+    return M
+
+
+def read_npz(path, need_labels: bool = True) -> RawDocuments:
+    X = _load_csr(path)
+    Y = None
+    if need_labels:
+        ypath = sibling_labels_path(path)
+        Y = _load_csr(ypath)
+        if Y.shape[0] != X.shape[0]:
+            raise DataFormatError(ypath, None, f"has {Y.shape[0]} rows but {Path(path).name} has {X.shape[0]}")
+    return RawDocuments(None, X, None, None, Y=Y)
+
+
+def write_npz(path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
+    for target, M in ((Path(path), X), (sibling_labels_path(path), Y)):
+        with atomic_output(target, binary=True) as fh:
+            sp.save_npz(fh, sp.csr_matrix(M, dtype=np.float32), compressed=True)

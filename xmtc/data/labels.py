@@ -1,0 +1,157 @@
+"""The label vocabulary: label ids in column order, plus optional display names and label texts.
+
+Datasets identify labels by short ids (``p12465`` in YSO, ``acq`` in Reuters, ``17`` in XC files);
+people want to read names ("light reading"), and label-text indexing (X-Transformer) needs each
+label's text. The vocabulary keeps all three side by side so that a model saved with it can show
+names in ``xmtc predict``/``demo`` without the original label file.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Sequence
+
+from ..errors import DataFormatError, ModelFormatError
+from .io import open_text
+
+
+class LabelVocab:
+    """Label ids (column order of the label matrix), with optional display names and texts.
+
+    >>> vocab = LabelVocab(["p3", "p4"], display=["light reading", "fiction and poetry"])
+    >>> vocab.index["p4"], vocab.display_name(1)
+    (1, 'fiction and poetry')
+    """
+
+    def __init__(self, names: Sequence[str], *, display: Sequence[str] | None = None,
+                 texts: Sequence[str] | None = None):
+        self.names = [str(n) for n in names]
+        self.index = {n: j for j, n in enumerate(self.names)}
+        if len(self.index) != len(self.names):
+            seen: set[str] = set()
+            dup = next(n for n in self.names if n in seen or seen.add(n))
+            raise DataFormatError(None, None, f"label {dup!r} appears twice in the label vocabulary")
+        for what, values in (("display names", display), ("texts", texts)):
+            if values is not None and len(values) != len(self.names):
+                raise DataFormatError(None, None, f"{len(values)} label {what} for {len(self.names)} labels")
+        self.display = None if display is None else [str(x) for x in display]
+        self.texts = None if texts is None else [str(x) for x in texts]
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, LabelVocab) and self.to_json() == other.to_json()
+
+    def __repr__(self) -> str:
+        return f"LabelVocab({len(self)} labels{', with texts' if self.texts else ''})"
+
+    def display_name(self, j: int) -> str:
+        """What to show a person for label ``j``: its name from the label file, else its id."""
+        if self.display is not None and self.display[j]:
+            return self.display[j]
+        return self.names[j]
+
+    def extended(self, new_names: Iterable[str]) -> "LabelVocab":
+        """This vocabulary with ``new_names`` appended (labels seen only at evaluation time)."""
+        new = [n for n in new_names if n not in self.index]
+        if not new:
+            return self
+        pad = [""] * len(new)
+        return LabelVocab(self.names + new, display=None if self.display is None else self.display + pad,
+                          texts=None if self.texts is None else self.texts + pad)
+
+    def with_label_file(self, path: str | os.PathLike) -> "LabelVocab":
+        """Attach display names and texts from a label file (see :func:`read_label_file`)."""
+        info = read_label_file(path, self.names)
+        display = [info.get(n, ("", ""))[0] for n in self.names]
+        texts = [info.get(n, ("", ""))[1] for n in self.names]
+        return LabelVocab(self.names, display=display, texts=texts)
+
+    # -- storage: plain JSON, never pickle ------------------------------------------------------
+    def to_json(self) -> dict:
+        out: dict = {"names": self.names}
+        if self.display is not None:
+            out["display"] = self.display
+        if self.texts is not None:
+            out["texts"] = self.texts
+        return out
+
+    @classmethod
+    def from_json(cls, obj) -> "LabelVocab":
+        if not isinstance(obj, dict) or not isinstance(obj.get("names"), list):
+            raise ModelFormatError("label vocabulary: expected an object with a 'names' list")
+        try:
+            return cls(obj["names"], display=obj.get("display"), texts=obj.get("texts"))
+        except DataFormatError as exc:
+            raise ModelFormatError(f"label vocabulary: {exc.problem}") from None
+
+
+def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -> dict[str, tuple[str, str]]:
+    """Read ``id -> (display name, label text)`` from a tab-separated label file (gzip read transparently).
+
+    Layouts, told apart by the file itself:
+
+    * a header line starting with ``#`` names the columns; ``id`` (or the first column) is the label id,
+      ``prefLabel`` or ``name`` the display name, a column starting with ``label_text`` or ``text`` the
+      label text (yso-finna-en's ``#id uri prefLabel label_text(pref+alt) n_docs``);
+    * no header, one column: names in label-id order, the Extreme Classification Repository / Mulan
+      layout (line i names label ``i``);
+    * no header, several columns: ``id<TAB>name[<TAB>text]``; a column of plain numbers is not a name
+      (Reuters' ``name<TAB>n_train<TAB>n_test``).
+
+    A label without a text uses its display name as its text. ``ids``, when given, is only used to
+    check that a one-column file has a line for every numeric label id.
+    """
+    rows: list[tuple[int, list[str]]] = []
+    header: list[str] | None = None
+    with open_text(path) as fh:
+        for lineno, line in enumerate(fh, 1):
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            if line.startswith("#"):
+                if header is None and not rows:
+                    header = [h.strip().lower() for h in line[1:].split("\t")]
+                continue
+            rows.append((lineno, line.split("\t")))
+    out: dict[str, tuple[str, str]] = {}
+    if header is not None:
+        def col(*prefixes: str) -> int | None:
+            return next((i for i, h in enumerate(header) if h.startswith(prefixes)), None)
+        i_id = col("id") or 0
+        i_name, i_text = col("preflabel", "name"), col("label_text", "text")
+        for lineno, parts in rows:
+            if len(parts) < len(header):
+                raise DataFormatError(path, lineno, f"expected {len(header)} tab-separated columns"
+                                                    f" ({', '.join(header)}), got {len(parts)}")
+            name = parts[i_name].strip() if i_name is not None else ""
+            text = parts[i_text].strip() if i_text is not None else ""
+            out[parts[i_id].strip()] = (name, text or name)
+        return out
+    if rows and all(len(parts) == 1 for _, parts in rows):
+        for i, (_, parts) in enumerate(rows):
+            out[str(i)] = (parts[0].strip(), parts[0].strip())
+        if ids is not None:
+            numeric = [int(x) for x in ids if x.isdigit()]
+            if numeric and max(numeric) >= len(rows):
+                raise DataFormatError(path, None, f"lists {len(rows)} label names in id order, but the data"
+                                                  f" uses label id {max(numeric)}")
+        return out
+    for lineno, parts in rows:
+        label = parts[0].strip()
+        if not label:
+            raise DataFormatError(path, lineno, "empty label id in the first column")
+        words = [p.strip() for p in parts[1:] if p.strip() and not _is_number(p)]
+        name = words[0] if words else ""
+        text = words[1] if len(words) > 1 else name
+        out[label] = (name, text)
+    return out
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

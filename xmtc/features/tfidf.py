@@ -1,0 +1,865 @@
+"""TF-IDF features with scikit-learn's ``TfidfVectorizer`` semantics, built without Python strings per n-gram.
+
+Why not scikit-learn: its analyzer makes one Python string per n-gram occurrence and counts them in a
+dict, which is most of the 24 s it needs on yso-finna-en, and its fitted state only saves by pickle.
+Here text becomes integers as early as possible:
+
+1. **Tokenise** to a stream of unigram ids. For the default pattern ``\\b\\w\\w+\\b`` a numba scanner
+   walks the UTF-8 bytes of the whole (lower-cased) corpus once, finds maximal runs of word characters
+   (``\\w`` as Python's ``re`` defines it, taken from ``re`` itself) and interns them in a hash table.
+   Any other ``token_pattern`` goes through ``re.findall`` per text, so every pattern sklearn accepts
+   works; only the speed differs.
+2. **N-grams are integers**: the id of the n-gram starting at token i is the interned pair
+   (id of the (n-1)-gram at i, unigram id at i+n-1), so n-grams of any order cost one hash insert per
+   occurrence and never exist as strings during counting.
+3. **Prune and order** exactly like sklearn: min_df/max_df as counts or proportions, then
+   ``max_features`` by corpus frequency with sklearn's own tie-breaking (the same ``argsort`` over the
+   same alphabetically ordered array). Alphabetical order of n-grams equals the lexicographic order of
+   their tuples of unigram ranks whenever tokens contain no character <= U+0020 (true for ``\\w``);
+   otherwise the strings themselves are sorted. Features are numbered alphabetically, as in sklearn.
+4. **Rows** are built per document by a parallel numba kernel: sort the document's feature ids, count
+   runs, tf -> 1 + ln(tf) (sublinear), times idf, row norm.
+
+The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings: the unigrams a
+kept feature needs, and per order n a sorted int64 array of keys ``parent * n_unigrams + unigram``
+whose positions are the order-n ids. Transform looks n-grams up with ``searchsorted``; feature names
+are rebuilt from the trie on demand. This is compact, loads without pickle, and is checked on load.
+
+Edge cases: a text that is empty or holds no known n-gram gives an all-zero row (as in sklearn, never
+NaN). The one deliberate difference from sklearn: a custom ``token_pattern`` whose tokens contain a
+space is refused when ``ngram_range`` allows n > 1, because "a b"+"c" and "a"+"b c" would silently
+merge into one feature in sklearn.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from numba import get_num_threads, njit, prange
+
+from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError
+
+__all__ = ["TfidfFeaturizer"]
+
+DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
+# Spellings of the default pattern the byte scanner implements (str patterns are Unicode in Python 3).
+_SCANNER_PATTERNS = frozenset({DEFAULT_TOKEN_PATTERN, r"\b\w\w+\b", r"(?u)\b\w{2,}\b", r"\b\w{2,}\b"})
+_FORMAT = "xmtc.tfidf"
+_FORMAT_VERSION = 1
+_PARAM_NAMES = ("ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "lowercase", "norm",
+                "smooth_idf", "token_pattern")
+_NORM_CODES = {None: 0, "l1": 1, "l2": 2}
+# Below this many characters per call the regex tokeniser beats the scanner's fixed costs.
+_SMALL_INPUT_CHARS = 4096
+
+_AT_MOST_SPACE = re.compile(r"[\x00- ]")
+
+_ISWORD: np.ndarray | None = None
+
+
+def _isword_table() -> np.ndarray:
+    """Which code points ``re`` calls ``\\w``, asked of ``re`` itself so the scanner cannot disagree."""
+    global _ISWORD
+    if _ISWORD is None:
+        table = np.zeros(0x110000, dtype=np.bool_)
+        everything = "".join(map(chr, range(0x110000)))
+        table[np.fromiter((m.start() for m in re.finditer(r"\w", everything)), dtype=np.int64)] = True
+        _ISWORD = table
+    return _ISWORD
+
+
+# --------------------------------------------------------------------------------------------------
+# numba kernels
+# --------------------------------------------------------------------------------------------------
+
+_FNV_OFFSET = np.uint64(0xCBF29CE484222325)
+_FNV_PRIME = np.uint64(0x100000001B3)
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+@njit(cache=True, nogil=True)
+def _grow(a, size):
+    """Copy into a larger array (numba has no resize)."""
+    out = np.empty(size, a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _scan_some(buf, isword, st, tok, doc_end, slot_h, slot_id, u_hash, u_off, ublob):
+    """Scan from byte st[0] until the end (True) or until the tables must grow (False, resumable).
+
+    Why resumable instead of growing in place: numba compiles a loop that reassigns its arrays into
+    much slower code (4x here), so growth happens in the caller and this loop only reads its arrays.
+    st holds (byte position, tokens, texts, distinct tokens); each distinct token's bytes are kept
+    NUL-terminated in ublob[u_off[u]:u_off[u + 1]].
+    """
+    n = buf.shape[0]
+    i, t, doc, n_uni = st[0], st[1], st[2], st[3]
+    cap = slot_id.shape[0]
+    mask = np.uint64(cap - 1)
+    run_start = -1
+    run_cp = 0
+    h = _FNV_OFFSET
+    while i <= n:
+        word = False
+        w = 1
+        b = 0
+        if i < n:
+            b = np.int64(buf[i])
+            if b < 0x80:
+                cp = b
+            elif b < 0xE0:
+                cp = ((b & 0x1F) << 6) | (np.int64(buf[i + 1]) & 0x3F)
+                w = 2
+            elif b < 0xF0:
+                cp = ((b & 0x0F) << 12) | ((np.int64(buf[i + 1]) & 0x3F) << 6) | (np.int64(buf[i + 2]) & 0x3F)
+                w = 3
+            else:
+                cp = (((b & 0x07) << 18) | ((np.int64(buf[i + 1]) & 0x3F) << 12)
+                      | ((np.int64(buf[i + 2]) & 0x3F) << 6) | (np.int64(buf[i + 3]) & 0x3F))
+                w = 4
+            word = isword[cp]
+        if word:
+            if run_start < 0:
+                run_start = i
+                run_cp = 0
+                h = _FNV_OFFSET
+            run_cp += 1
+            for k in range(w):
+                h = (h ^ np.uint64(buf[i + k])) * _FNV_PRIME
+        else:
+            if run_start >= 0:
+                if run_cp >= 2:
+                    length = i - run_start
+                    s = np.int64(h & mask)
+                    found = -1
+                    while slot_id[s] >= 0:
+                        if slot_h[s] == h:
+                            u = slot_id[s]
+                            a = u_off[u]
+                            if u_off[u + 1] - a == length + 1:
+                                same = True
+                                for k in range(length):
+                                    if ublob[a + k] != buf[run_start + k]:
+                                        same = False
+                                        break
+                                if same:
+                                    found = u
+                                    break
+                        s = np.int64((np.uint64(s) + np.uint64(1)) & mask)
+                    if found < 0:
+                        a = u_off[n_uni]
+                        if 2 * (n_uni + 1) > cap or a + length + 1 > ublob.shape[0]:
+                            st[0], st[1], st[2], st[3] = run_start, t, doc, n_uni
+                            return False
+                        found = n_uni
+                        for k in range(length):
+                            ublob[a + k] = buf[run_start + k]
+                        ublob[a + length] = 0
+                        u_off[n_uni + 1] = a + length + 1
+                        u_hash[n_uni] = h
+                        slot_h[s] = h
+                        slot_id[s] = n_uni
+                        n_uni += 1
+                    tok[t] = found
+                    t += 1
+                run_start = -1
+            if b == 0:
+                doc_end[doc] = t
+                doc += 1
+        i += w
+    st[0], st[1], st[2], st[3] = i, t, doc, n_uni
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _scan_words(buf, isword, n_docs):
+    """Tokenise NUL-separated UTF-8 texts into interned ids of maximal runs of >= 2 word characters.
+
+    Returns (token ids, end token offset of each text, distinct tokens as NUL-terminated UTF-8 bytes
+    back to back). Ids are numbered in order of first occurrence, so output is deterministic.
+    """
+    tok = np.empty(buf.shape[0] // 3 + 1, np.int32)  # a token needs >= 2 bytes plus a separator
+    doc_end = np.empty(n_docs, np.int64)
+    cap = 1 << 12
+    slot_h = np.zeros(cap, np.uint64)
+    slot_id = np.full(cap, -1, np.int32)
+    u_hash = np.empty(cap // 2, np.uint64)
+    u_off = np.zeros(cap // 2 + 1, np.int64)
+    ublob = np.empty(8 * cap, np.uint8)
+    st = np.zeros(4, np.int64)
+    while not _scan_some(buf, isword, st, tok, doc_end, slot_h, slot_id, u_hash, u_off, ublob):
+        n_uni = st[3]
+        if 2 * (n_uni + 1) > cap:
+            cap *= 2
+            mask = np.uint64(cap - 1)
+            slot_h = np.zeros(cap, np.uint64)
+            slot_id = np.full(cap, -1, np.int32)
+            for u in range(n_uni):
+                s = np.int64(u_hash[u] & mask)
+                while slot_id[s] >= 0:
+                    s = np.int64((np.uint64(s) + np.uint64(1)) & mask)
+                slot_h[s] = u_hash[u]
+                slot_id[s] = u
+            u_hash = _grow(u_hash, cap // 2)
+            u_off = _grow(u_off, cap // 2 + 1)
+        else:
+            ublob = _grow(ublob, 2 * ublob.shape[0])
+    return tok[: st[1]], doc_end, ublob[: u_off[st[3]]]
+
+
+@njit(cache=True, nogil=True)
+def _ngram_some(prev, uni, doc_ptr, n, n_uni, st, out, slot, keys, bits):
+    """Intern n-grams from text st[0], token st[1] on, until done (True) or the table is half full.
+
+    The key of the n-gram at token i is (id of the (n-1)-gram at i) * n_uni + (unigram at i+n-1);
+    resumable for the same reason as :func:`_scan_some`.
+    """
+    cap = slot.shape[0]
+    n_keys = st[2]
+    i = st[1]
+    for d in range(st[0], doc_ptr.shape[0] - 1):
+        i = max(i, doc_ptr[d])
+        while i < doc_ptr[d + 1] - n + 1:
+            p = prev[i]
+            if p >= 0:
+                key = np.int64(p) * n_uni + uni[i + n - 1]
+                s = np.int64((np.uint64(key) * _FIB) >> np.uint64(64 - bits))
+                found = -1
+                while slot[s] >= 0:
+                    if keys[slot[s]] == key:
+                        found = slot[s]
+                        break
+                    s = (s + 1) & (cap - 1)
+                if found < 0:
+                    if 2 * (n_keys + 1) > cap:
+                        st[0], st[1], st[2] = d, i, n_keys
+                        return False
+                    found = n_keys
+                    keys[n_keys] = key
+                    slot[s] = n_keys
+                    n_keys += 1
+                out[i] = found
+            i += 1
+    st[2] = n_keys
+    return True
+
+
+@njit(cache=True, nogil=True)
+def _ngram_fit(prev, uni, doc_ptr, n, n_uni):
+    """Id of the n-gram starting at each token (-1 where it would cross the text's end) and each
+    id's key; ids numbered by first occurrence."""
+    out = np.full(uni.shape[0], -1, np.int32)
+    bits = 12
+    slot = np.full(1 << bits, -1, np.int32)
+    keys = np.empty(1 << (bits - 1), np.int64)
+    st = np.zeros(3, np.int64)
+    while not _ngram_some(prev, uni, doc_ptr, n, n_uni, st, out, slot, keys, bits):
+        bits += 1
+        cap = 1 << bits
+        slot = np.full(cap, -1, np.int32)
+        for j in range(st[2]):
+            s = np.int64((np.uint64(keys[j]) * _FIB) >> np.uint64(64 - bits))
+            while slot[s] >= 0:
+                s = (s + 1) & (cap - 1)
+            slot[s] = j
+        keys = _grow(keys, cap // 2)
+    return out, keys[: st[2]]
+
+
+@njit(cache=True, nogil=True)
+def _ngram_lookup(prev, uni, doc_ptr, n, n_uni, keys):
+    """Transform-time counterpart of :func:`_ngram_fit`: find each n-gram in the fitted sorted keys."""
+    T = uni.shape[0]
+    out = np.full(T, -1, np.int32)
+    K = keys.shape[0]
+    for d in range(doc_ptr.shape[0] - 1):
+        for i in range(doc_ptr[d], doc_ptr[d + 1] - n + 1):
+            p = prev[i]
+            u = uni[i + n - 1]
+            if p < 0 or u < 0:
+                continue
+            key = np.int64(p) * n_uni + u
+            j = np.searchsorted(keys, key)
+            if j < K and keys[j] == key:
+                out[i] = j
+    return out
+
+
+@njit(cache=True, nogil=True)
+def _doc_and_term_freq(ids, doc_ptr, n_terms):
+    """Per term: number of texts containing it (df) and total occurrences (for max_features)."""
+    df = np.zeros(n_terms, np.int64)
+    tf = np.zeros(n_terms, np.int64)
+    last = np.full(n_terms, -1, np.int64)
+    for d in range(doc_ptr.shape[0] - 1):
+        for i in range(doc_ptr[d], doc_ptr[d + 1]):
+            j = ids[i]
+            if j >= 0:
+                tf[j] += 1
+                if last[j] != d:
+                    last[j] = d
+                    df[j] += 1
+    return df, tf
+
+
+@njit(cache=True, nogil=True)
+def _rows_chunk(featpos, doc_ptr, ub_ptr, idf, sublinear, norm, d0, d1, indices, data, nnz):
+    """Rows d0..d1: sort each text's feature ids, count runs, weight, normalise; write at ub_ptr[d]."""
+    L = featpos.shape[0]
+    longest = 0
+    for d in range(d0, d1):
+        longest = max(longest, ub_ptr[d + 1] - ub_ptr[d])
+    tmp = np.empty(longest, np.int32)
+    for d in range(d0, d1):
+        m = 0
+        for lvl in range(L):
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                f = featpos[lvl, i]
+                if f >= 0:
+                    tmp[m] = f
+                    m += 1
+        part = tmp[:m]
+        part.sort()
+        base = ub_ptr[d]
+        k = base
+        prev = -1
+        for q in range(m):
+            f = part[q]
+            if f != prev:
+                indices[k] = f
+                data[k] = 1.0
+                k += 1
+                prev = f
+            else:
+                data[k - 1] += 1.0
+        total = 0.0
+        for q in range(base, k):
+            c = data[q]
+            v = (1.0 + math.log(c)) if sublinear else c
+            v *= idf[indices[q]]
+            data[q] = v
+            if norm == 2:
+                total += v * v
+            elif norm == 1:
+                total += abs(v)
+        if norm == 2:
+            total = math.sqrt(total)
+        if norm != 0 and total > 0.0:
+            for q in range(base, k):
+                data[q] /= total
+        nnz[d] = k - base
+
+
+@njit(cache=True, nogil=True)
+def _valid_per_doc(featpos, doc_ptr):
+    """Upper bound of each row's length (its n-gram occurrences), so rows can be filled in parallel."""
+    n_docs = doc_ptr.shape[0] - 1
+    ub_ptr = np.zeros(n_docs + 1, np.int64)
+    for d in range(n_docs):
+        c = 0
+        for lvl in range(featpos.shape[0]):
+            for i in range(doc_ptr[d], doc_ptr[d + 1]):
+                if featpos[lvl, i] >= 0:
+                    c += 1
+        ub_ptr[d + 1] = ub_ptr[d] + c
+    return ub_ptr
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _rows_parallel(featpos, doc_ptr, ub_ptr, idf, sublinear, norm, n_chunks, indices, data, nnz):
+    n_docs = doc_ptr.shape[0] - 1
+    for c in prange(n_chunks):
+        _rows_chunk(featpos, doc_ptr, ub_ptr, idf, sublinear, norm, c * n_docs // n_chunks,
+                    (c + 1) * n_docs // n_chunks, indices, data, nnz)
+
+
+@njit(cache=True, nogil=True)
+def _compact_chunk(ub_ptr, indptr, indices_ub, data_ub, indices, data, d0, d1):
+    """Move rows d0..d1 from their upper-bound slots to their final CSR positions (texts that repeat
+    an n-gram leave gaps, and sizing rows exactly first would cost a second sort of every row)."""
+    for d in range(d0, d1):
+        s = ub_ptr[d]
+        for q in range(indptr[d + 1] - indptr[d]):
+            indices[indptr[d] + q] = indices_ub[s + q]
+            data[indptr[d] + q] = data_ub[s + q]
+
+
+def _build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, sublinear: bool, norm: int,
+                n_features: int) -> sp.csr_matrix:
+    """CSR rows from per-token feature ids (one row of ``featpos`` per n-gram order, -1 = none)."""
+    n_docs = doc_ptr.shape[0] - 1
+    ub_ptr = _valid_per_doc(featpos, doc_ptr)
+    ub = int(ub_ptr[-1])
+    idx_dtype = np.int32 if max(ub, n_features) < np.iinfo(np.int32).max else np.int64
+    indices_ub = np.empty(ub, idx_dtype)
+    data_ub = np.empty(ub, np.float32)
+    nnz = np.empty(n_docs, np.int64)
+    small = ub < 20000
+    n_chunks = 1 if small else min(n_docs, 8 * get_num_threads())
+    if small:  # parallel launch costs more than the work
+        _rows_chunk(featpos, doc_ptr, ub_ptr, idf, sublinear, norm, 0, n_docs, indices_ub, data_ub, nnz)
+    else:
+        _rows_parallel(featpos, doc_ptr, ub_ptr, idf, sublinear, norm, n_chunks, indices_ub, data_ub, nnz)
+    indptr = np.zeros(n_docs + 1, idx_dtype)
+    np.cumsum(nnz, out=indptr[1:])
+    if int(indptr[-1]) == ub:  # no repeated n-gram in any text: nothing to squeeze out
+        indices, data = indices_ub, data_ub
+    else:
+        indices = np.empty(int(indptr[-1]), idx_dtype)
+        data = np.empty(int(indptr[-1]), np.float32)
+        _compact_chunk(ub_ptr, indptr, indices_ub, data_ub, indices, data, 0, n_docs)  # memory-bound
+    out = sp.csr_matrix((data, indices, indptr), shape=(n_docs, n_features), copy=False)
+    out.has_sorted_indices = True
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# tokenisation front ends
+# --------------------------------------------------------------------------------------------------
+
+def _as_text_list(texts: Any) -> list:
+    if isinstance(texts, (str, bytes)):
+        raise ConfigError("expected a sequence of texts, got a single " + type(texts).__name__)
+    return texts if isinstance(texts, list) else list(texts)
+
+
+def _bad_item(texts: list) -> DataFormatError:
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            return DataFormatError(None, None, f"text at index {i} is {type(t).__name__}, expected str")
+    raise AssertionError("no bad item")  # pragma: no cover - caller saw a type error
+
+
+def _tokenize_scanner(texts: list, lowercase: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Default-pattern tokeniser: one pass of :func:`_scan_words` over the joined corpus."""
+    try:
+        docs = [t.lower() for t in texts] if lowercase else texts
+        joined = "\x00".join(docs)
+    except (AttributeError, TypeError):
+        raise _bad_item(texts) from None
+    if joined.count("\x00") != len(docs) - 1:  # a text holds NUL: any non-word char is equivalent
+        joined = "\x00".join([d.replace("\x00", " ") for d in docs])
+    buf = np.frombuffer(joined.encode("utf-8", "surrogatepass"), dtype=np.uint8)
+    tok, doc_end, blob = _scan_words(buf, _isword_table(), len(docs))
+    doc_ptr = np.zeros(len(docs) + 1, np.int64)
+    doc_ptr[1:] = doc_end
+    if len(blob) == 0:
+        return tok, doc_ptr, []
+    return tok, doc_ptr, blob[:-1].tobytes().decode("utf-8", "surrogatepass").split("\x00")
+
+
+def _tokenize_regex(texts: list, lowercase: bool, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Any-pattern tokeniser: ``re.findall`` per text, exactly what sklearn's analyzer does."""
+    findall = pattern.findall
+    vocab: dict[str, int] = {}
+    setdefault = vocab.setdefault
+    ids: list[int] = []
+    counts = np.zeros(len(texts) + 1, np.int64)
+    try:
+        for k, t in enumerate(texts):
+            toks = findall(t.lower() if lowercase else t)
+            counts[k + 1] = len(toks)
+            ids.extend([setdefault(w, len(vocab)) for w in toks])
+    except (AttributeError, TypeError):
+        raise _bad_item(texts) from None
+    return np.array(ids, dtype=np.int32), np.cumsum(counts), list(vocab)
+
+
+# --------------------------------------------------------------------------------------------------
+# the estimator
+# --------------------------------------------------------------------------------------------------
+
+class TfidfFeaturizer:
+    """TF-IDF over word n-grams; same features and values as sklearn's ``TfidfVectorizer``.
+
+    Hyperparameters mean what they mean in sklearn: ``min_df``/``max_df`` are document counts when int
+    and proportions of the training texts when float; ``max_features`` keeps the most frequent n-grams
+    by total count. Features are numbered in alphabetical order of their text.
+    """
+
+    def __init__(self, ngram_range=(1, 2), min_df=2, max_df=1.0, max_features=None, sublinear_tf=True,
+                 lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN):
+        self.ngram_range = ngram_range
+        self.min_df = min_df
+        self.max_df = max_df
+        self.max_features = max_features
+        self.sublinear_tf = sublinear_tf
+        self.lowercase = lowercase
+        self.norm = norm
+        self.smooth_idf = smooth_idf
+        self.token_pattern = token_pattern
+
+    # ---- parameters -----------------------------------------------------------------------------
+
+    def get_params(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in _PARAM_NAMES}
+
+    def _checked_params(self) -> tuple[int, int, re.Pattern]:
+        """Validate hyperparameters (at fit, as sklearn does) and return (min_n, max_n, pattern)."""
+        rng = self.ngram_range
+        if (not isinstance(rng, (tuple, list)) or len(rng) != 2
+                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in rng)
+                or not 1 <= rng[0] <= rng[1]):
+            raise ConfigError(f"ngram_range must be two ints 1 <= min_n <= max_n, got {rng!r}")
+        for name in ("min_df", "max_df"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, numbers.Real):
+                raise ConfigError(f"{name} must be an int >= 1 or a float in [0, 1], got {v!r}")
+            if isinstance(v, numbers.Integral):
+                if v < 1:
+                    raise ConfigError(f"{name} as an int counts texts and must be >= 1, got {v!r}")
+            elif not 0.0 <= v <= 1.0:
+                raise ConfigError(f"{name} as a float is a proportion and must be in [0, 1], got {v!r}")
+        mf = self.max_features
+        if mf is not None and (isinstance(mf, bool) or not isinstance(mf, numbers.Integral) or mf < 1):
+            raise ConfigError(f"max_features must be None or an int >= 1, got {mf!r}")
+        if self.norm not in _NORM_CODES:
+            raise ConfigError(f"norm must be 'l2', 'l1' or None, got {self.norm!r}")
+        for name in ("sublinear_tf", "lowercase", "smooth_idf"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
+        if not isinstance(self.token_pattern, str):
+            raise ConfigError(f"token_pattern must be a str, got {type(self.token_pattern).__name__}")
+        try:
+            pattern = re.compile(self.token_pattern)
+        except re.error as exc:
+            raise ConfigError(f"token_pattern {self.token_pattern!r} is not a valid regex: {exc}") from None
+        if pattern.groups > 1:
+            raise ConfigError(f"token_pattern {self.token_pattern!r} has {pattern.groups} capturing groups; "
+                              "at most one (the token) is allowed")
+        return int(rng[0]), int(rng[1]), pattern
+
+    @staticmethod
+    def _tokenize(texts: list, pattern: re.Pattern, lowercase: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        if pattern.pattern in _SCANNER_PATTERNS and (
+                len(texts) > 8 or sum(len(t) for t in texts if isinstance(t, str)) > _SMALL_INPUT_CHARS):
+            return _tokenize_scanner(texts, lowercase)
+        return _tokenize_regex(texts, lowercase, pattern)
+
+    # ---- fitting --------------------------------------------------------------------------------
+
+    def fit(self, texts: Sequence[str]) -> "TfidfFeaturizer":
+        self._fit(_as_text_list(texts))
+        return self
+
+    def fit_transform(self, texts: Sequence[str]) -> sp.csr_matrix:
+        featpos, doc_ptr = self._fit(_as_text_list(texts))
+        return self._rows(featpos, doc_ptr)
+
+    def _fit(self, texts: list) -> tuple[np.ndarray, np.ndarray]:
+        """Learn vocabulary and idf; return the training texts' per-token feature ids for fit_transform."""
+        min_n, max_n, pattern = self._checked_params()
+        n_docs = len(texts)
+        if n_docs == 0:
+            raise ConfigError("cannot fit TF-IDF on zero texts")
+        uni, doc_ptr, uni_strings = self._tokenize(texts, pattern, self.lowercase)
+        n_uni = len(uni_strings)
+        if max_n > 1 and any(" " in s for s in uni_strings):
+            raise ConfigError(f"token_pattern {self.token_pattern!r} produced tokens containing a space; "
+                              "their n-grams would be ambiguous. Use ngram_range=(1, 1) or another pattern")
+        # ids[n-1]: id of the n-gram starting at each token; keys[n-1]: parent * n_uni + last unigram
+        ids = [uni]
+        keys = [np.arange(n_uni, dtype=np.int64)]
+        for n in range(2, max_n + 1):
+            ids_n, keys_n = _ngram_fit(ids[-1], uni, doc_ptr, n, n_uni)
+            ids.append(ids_n)
+            keys.append(keys_n)
+        dfs, tfs = [], []
+        for n in range(min_n, max_n + 1):
+            df, tf = _doc_and_term_freq(ids[n - 1], doc_ptr, len(keys[n - 1]))
+            dfs.append(df)
+            tfs.append(tf)
+        level_of = np.concatenate([np.full(len(d), n, np.int64) for n, d in zip(range(min_n, max_n + 1), dfs)])
+        local_id = np.concatenate([np.arange(len(d), dtype=np.int64) for d in dfs])
+        df_all = np.concatenate(dfs)
+        if len(df_all) == 0:
+            raise ConfigError("empty vocabulary: no text contains a token matching token_pattern "
+                              f"{self.token_pattern!r}")
+
+        high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
+        low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
+        if high < low:
+            raise ConfigError(f"max_df={self.max_df!r} corresponds to fewer texts than min_df={self.min_df!r} "
+                              f"on {n_docs} texts")
+        cand = np.flatnonzero((df_all <= high) & (df_all >= low))
+        rank = np.empty(n_uni, np.int64)
+        rank[np.array(sorted(range(n_uni), key=uni_strings.__getitem__), dtype=np.int64)] = np.arange(n_uni)
+        cand = cand[self._alphabetical_order(level_of[cand], local_id[cand], keys, rank, uni_strings, n_uni)]
+        if self.max_features is not None and len(cand) > self.max_features:
+            tf_all = np.concatenate(tfs)
+            keep = (-tf_all[cand]).argsort()[: self.max_features]  # sklearn's exact call: same ties
+            cand = cand[np.sort(keep)]
+        if len(cand) == 0:
+            raise ConfigError(f"after pruning with min_df={self.min_df!r}, max_df={self.max_df!r} no n-gram "
+                              f"remains of {len(df_all)} seen in {n_docs} texts; lower min_df or raise max_df")
+
+        n_features = len(cand)
+        df_kept = df_all[cand].astype(np.float64)
+        s = 1.0 if self.smooth_idf else 0.0
+        self.idf_ = (np.log((n_docs + s) / (df_kept + s)) + 1.0).astype(np.float32)
+        self.n_features_ = n_features
+
+        # feature id of each candidate, per order (plus a -1 sentinel so that id -1 maps to -1)
+        featmap = [np.full(len(k) + 1, -1, np.int64) for k in keys]
+        for n in range(min_n, max_n + 1):
+            sel = level_of[cand] == n
+            featmap[n - 1][local_id[cand][sel]] = np.flatnonzero(sel)
+        self._build_trie(featmap, keys, rank, uni_strings, n_uni)
+        self._ready(min_n, max_n, pattern)
+
+        featpos = np.empty((max_n - min_n + 1, len(uni)), np.int32)
+        for n in range(min_n, max_n + 1):
+            featpos[n - min_n] = featmap[n - 1][ids[n - 1]]  # id -1 hits the -1 sentinel
+        return featpos, doc_ptr
+
+    @staticmethod
+    def _alphabetical_order(level, local, keys, rank, uni_strings, n_uni) -> np.ndarray:
+        """Permutation putting candidates (order n, id) in sklearn's order: sorted by n-gram text."""
+        max_n = int(level.max()) if len(level) else 1
+        cols = np.full((max_n, len(level)), -1, np.int64)  # unigram ids, -1 pads shorter n-grams
+        for n in range(1, max_n + 1):
+            sel = np.flatnonzero(level == n)
+            j = local[sel]
+            for pos in range(n - 1, 0, -1):
+                cols[pos, sel] = keys[pos][j] % n_uni
+                j = keys[pos][j] // n_uni
+            cols[0, sel] = j
+        if "" not in uni_strings and _AT_MOST_SPACE.search("".join(uni_strings)) is None:
+            ranked = np.where(cols >= 0, rank[cols], -1)
+            return np.lexsort(ranked[::-1])
+        names = _join_columns(cols, uni_strings)  # rare: tokens with control characters
+        return np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+
+    def _build_trie(self, featmap, keys, rank, uni_strings, n_uni) -> None:
+        """Keep only the n-grams the features need, renumbered: unigrams alphabetically, order n by key."""
+        max_n = len(keys)
+        need = [featmap[n][:-1] >= 0 for n in range(max_n)]
+        for n in range(max_n - 1, 0, -1):  # an n-gram's parent (n-1)-gram and last unigram are needed
+            j = np.flatnonzero(need[n])
+            need[n - 1][keys[n][j] // n_uni] = True
+            need[0][keys[n][j] % n_uni] = True
+        uni_keep = np.flatnonzero(need[0])
+        uni_keep = uni_keep[np.argsort(rank[uni_keep], kind="stable")]
+        new_uni = np.full(n_uni, -1, np.int64)
+        new_uni[uni_keep] = np.arange(len(uni_keep))
+        n_new = len(uni_keep)
+        self._uni_strings = [uni_strings[u] for u in uni_keep.tolist()]
+        self._uni_feature = featmap[0][uni_keep]
+        self._ngram_keys, self._ngram_feature = [], []
+        new_prev = new_uni
+        for n in range(1, max_n):
+            j = np.flatnonzero(need[n])
+            new_key = new_prev[keys[n][j] // n_uni] * n_new + new_uni[keys[n][j] % n_uni]
+            order = np.argsort(new_key, kind="stable")
+            self._ngram_keys.append(new_key[order])
+            self._ngram_feature.append(featmap[n][j[order]])
+            new_prev = np.full(len(keys[n]), -1, np.int64)
+            new_prev[j[order]] = np.arange(len(j))
+
+    def _ready(self, min_n: int, max_n: int, pattern: re.Pattern) -> None:
+        """Derive transform-time lookups from the trie, and freeze the settings transform uses.
+
+        Freezing means a fitted featurizer keeps producing the features it was fitted for even if
+        someone edits its hyperparameters afterwards; it also keeps per-call overhead at a minimum.
+        """
+        self._uni_index = {s: i for i, s in enumerate(self._uni_strings)}
+        # feature id per trie node, plus a trailing -1 so that node id -1 maps to "no feature"
+        self._featmaps = [np.append(f, -1).astype(np.int32) for f in [self._uni_feature, *self._ngram_feature]]
+        self._frozen = (min_n, max_n, pattern, self.lowercase, bool(self.sublinear_tf), _NORM_CODES[self.norm])
+        self._names = None
+
+    def _rows(self, featpos: np.ndarray, doc_ptr: np.ndarray) -> sp.csr_matrix:
+        _, _, _, _, sublinear, norm = self._frozen
+        return _build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_)
+
+    # ---- transforming ---------------------------------------------------------------------------
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "idf_"):
+            raise NotFittedError("TfidfFeaturizer is not fitted; call fit() or from_arrays() first")
+
+    def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
+        """(n_texts, n_features) float32 CSR, sorted indices; texts with no known n-gram give zero rows."""
+        self._check_fitted()
+        texts = _as_text_list(texts)
+        min_n, max_n, pattern, lowercase, _, _ = self._frozen
+        tok, doc_ptr, strings = self._tokenize(texts, pattern, lowercase)
+        get = self._uni_index.get
+        remap = np.array([get(s, -1) for s in strings], dtype=np.int32)
+        uni = remap[tok] if len(tok) else tok
+        n_uni = len(self._uni_strings)
+        featpos = np.empty((max_n - min_n + 1, len(uni)), np.int32)
+        prev = uni
+        for n in range(1, max_n + 1):
+            if n > 1:
+                prev = _ngram_lookup(prev, uni, doc_ptr, n, n_uni, self._ngram_keys[n - 2])
+            if n >= min_n:
+                featpos[n - min_n] = self._featmaps[n - 1][prev]
+        return self._rows(featpos, doc_ptr)
+
+    # ---- vocabulary -----------------------------------------------------------------------------
+
+    def _trie_names(self) -> list[list[str]]:
+        """Text of every trie node, per order (nodes that are only prefixes included)."""
+        levels = [self._uni_strings]
+        n_uni = len(self._uni_strings)
+        for keys in self._ngram_keys:
+            parent = levels[-1]
+            levels.append([parent[p] + " " + self._uni_strings[u]
+                           for p, u in zip((keys // n_uni).tolist(), (keys % n_uni).tolist())])
+        return levels
+
+    def feature_names(self) -> list[str]:
+        """Feature texts by feature index (alphabetical, like sklearn's ``get_feature_names_out``)."""
+        self._check_fitted()
+        if self._names is None:
+            names: list[str] = [""] * self.n_features_
+            fmaps = [self._uni_feature, *self._ngram_feature]
+            for level, fmap in zip(self._trie_names(), fmaps):
+                for i in np.flatnonzero(fmap >= 0).tolist():
+                    names[fmap[i]] = level[i]
+            self._names = names
+        return list(self._names)
+
+    def feature_index(self, term: str) -> int | None:
+        """Index of an n-gram given as its text (tokens joined by one space), None if not a feature."""
+        self._check_fitted()
+        parts = term.split(" ") if self._ngram_keys else [term]
+        n_uni = len(self._uni_strings)
+        node = self._uni_index.get(parts[0], -1)
+        for n, part in enumerate(parts[1:], start=2):
+            u = self._uni_index.get(part, -1)
+            if node < 0 or u < 0 or n - 2 >= len(self._ngram_keys):
+                return None
+            keys = self._ngram_keys[n - 2]
+            key = node * n_uni + u
+            j = int(np.searchsorted(keys, key))
+            node = j if j < len(keys) and keys[j] == key else -1
+        if node < 0:
+            return None
+        f = (self._uni_feature if len(parts) == 1 else self._ngram_feature[len(parts) - 2])[node]
+        return int(f) if f >= 0 else None
+
+    # ---- serialisation --------------------------------------------------------------------------
+
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        """(JSON-able params, numeric arrays); the vocabulary is a trie of int64 keys over a UTF-8 blob."""
+        self._check_fitted()
+        encoded = [s.encode("utf-8", "surrogatepass") for s in self._uni_strings]
+        offsets = np.zeros(len(encoded) + 1, np.int64)
+        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+        params = self.get_params()
+        params["ngram_range"] = [int(v) for v in self.ngram_range]
+        params.update(format=_FORMAT, format_version=_FORMAT_VERSION, n_features=int(self.n_features_))
+        arrays = {
+            "idf": np.ascontiguousarray(self.idf_, dtype=np.float32),
+            "unigram_blob": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
+            "unigram_offsets": offsets,
+            "unigram_feature": self._uni_feature.astype(np.int64),
+        }
+        for n, (k, f) in enumerate(zip(self._ngram_keys, self._ngram_feature), start=2):
+            arrays[f"ngram{n}_keys"] = k.astype(np.int64)
+            arrays[f"ngram{n}_feature"] = f.astype(np.int64)
+        return params, arrays
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict) -> "TfidfFeaturizer":
+        """Rebuild from :meth:`to_arrays` output; any inconsistency raises ModelFormatError."""
+        if not isinstance(params, dict):
+            raise ModelFormatError("TF-IDF params must be a JSON object")
+        params = dict(params)
+        fmt, version, n_features = params.pop("format", None), params.pop("format_version", None), \
+            params.pop("n_features", None)
+        if fmt != _FORMAT or version != _FORMAT_VERSION:
+            raise ModelFormatError(f"not a TF-IDF featurizer of format {_FORMAT} v{_FORMAT_VERSION} "
+                                   f"(found {fmt!r} v{version!r})")
+        unknown = set(params) - set(_PARAM_NAMES)
+        missing = set(_PARAM_NAMES) - set(params)
+        if unknown or missing:
+            raise ModelFormatError(f"TF-IDF params: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
+        if isinstance(params["ngram_range"], list):
+            params["ngram_range"] = tuple(params["ngram_range"])
+        self = cls(**params)
+        try:
+            min_n, max_n, pattern = self._checked_params()
+        except ConfigError as exc:
+            raise ModelFormatError(f"TF-IDF params: {exc}") from None
+        if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
+            raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
+
+        expected = {"idf", "unigram_blob", "unigram_offsets", "unigram_feature"}
+        expected |= {f"ngram{n}_{part}" for n in range(2, max_n + 1) for part in ("keys", "feature")}
+        if set(arrays) != expected:
+            raise ModelFormatError(f"TF-IDF arrays: expected {sorted(expected)}, got {sorted(arrays)}")
+
+        def arr(name, kind, dtype):
+            a = np.asarray(arrays[name])
+            if a.ndim != 1 or a.dtype.kind not in kind:
+                raise ModelFormatError(f"TF-IDF array {name!r}: expected 1-d {dtype.__name__}, "
+                                       f"got {a.ndim}-d {a.dtype}")
+            return a.astype(dtype, copy=False)
+
+        idf = arr("idf", "f", np.float32)
+        if len(idf) != n_features or not np.all(np.isfinite(idf)) or np.any(idf <= 0):
+            raise ModelFormatError(f"TF-IDF array 'idf': need {n_features} finite positive values")
+        if np.asarray(arrays["unigram_blob"]).dtype != np.uint8:
+            raise ModelFormatError("TF-IDF array 'unigram_blob' must be uint8 (UTF-8 bytes)")
+        blob = arr("unigram_blob", "u", np.uint8).tobytes()
+        offsets = arr("unigram_offsets", "iu", np.int64)
+        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets) < 0):
+            raise ModelFormatError("TF-IDF array 'unigram_offsets' does not partition 'unigram_blob'")
+        try:
+            strings = [blob[a:b].decode("utf-8", "surrogatepass")
+                       for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
+        except UnicodeDecodeError as exc:
+            raise ModelFormatError(f"TF-IDF array 'unigram_blob' is not UTF-8: {exc}") from None
+        n_uni = len(strings)
+        if len(set(strings)) != n_uni:
+            raise ModelFormatError("TF-IDF array 'unigram_blob' holds duplicate unigrams")
+        fmaps = [arr("unigram_feature", "iu", np.int64)]
+        keys_list = []
+        prev_size = n_uni
+        for n in range(2, max_n + 1):
+            k = arr(f"ngram{n}_keys", "iu", np.int64)
+            f = arr(f"ngram{n}_feature", "iu", np.int64)
+            if len(k) != len(f):
+                raise ModelFormatError(f"TF-IDF arrays 'ngram{n}_keys' and 'ngram{n}_feature' differ in length")
+            if len(k) and (k[0] < 0 or k[-1] >= prev_size * n_uni or np.any(np.diff(k) <= 0)):
+                raise ModelFormatError(f"TF-IDF array 'ngram{n}_keys' is not strictly increasing in range")
+            keys_list.append(k)
+            fmaps.append(f)
+            prev_size = len(k)
+        if len(fmaps[0]) != n_uni:
+            raise ModelFormatError("TF-IDF array 'unigram_feature' does not match the number of unigrams")
+        used = []
+        for n, f in enumerate(fmaps, start=1):
+            if len(f) and (f.min() < -1 or f.max() >= n_features or (n < min_n and f.max() >= 0)):
+                raise ModelFormatError(f"TF-IDF feature ids of order {n} are out of range")
+            used.append(f[f >= 0])
+        if not np.array_equal(np.sort(np.concatenate(used)), np.arange(n_features)):
+            raise ModelFormatError("TF-IDF arrays: feature ids are not each used exactly once")
+
+        self.idf_ = idf
+        self.n_features_ = n_features
+        self._uni_strings = strings
+        self._uni_feature = fmaps[0]
+        self._ngram_keys = keys_list
+        self._ngram_feature = fmaps[1:]
+        self._ready(min_n, max_n, pattern)
+        return self
+
+
+def _join_columns(cols: np.ndarray, uni_strings: list[str]) -> list[str]:
+    """N-gram texts from a (max_n, k) array of unigram ids padded with -1."""
+    names = [uni_strings[u] for u in cols[0].tolist()]
+    for row in cols[1:]:
+        names = [a + " " + uni_strings[u] if u >= 0 else a for a, u in zip(names, row.tolist())]
+    return names

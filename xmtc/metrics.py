@@ -1,0 +1,138 @@
+"""Ranking metrics for extreme multi-label classification, all in percent.
+
+One implementation serves the estimators' ``evaluate``, the CLI and the benchmarks, so every
+library in a comparison is scored the same way. Every metric is averaged over all test documents:
+a document without true labels scores 0 (it has nothing to hit), so all metrics share one
+denominator and a model is never rewarded for test rows it cannot be right about.
+
+- ``P@k``: hits among the top k, over k.
+- ``R@k``: hits among the top k, over the document's number of true labels.
+- ``nDCG@k``: DCG of the top k (gain 1, discount 1/log2(rank + 1)) over the ideal DCG of
+  min(k, |true labels|) hits.
+- ``PSP@k``: propensity-scored precision (Jain, Prabhu, Varma, KDD'16), normalised as the
+  Extreme Classification Repository's tools do: the summed inverse propensities of the hits over the
+  best achievable sum (each document's k rarest true labels), as a ratio of totals. Propensity
+  ``p_l = 1 / (1 + C (N_l + B)^-A)``, ``C = (ln N - 1)(B + 1)^A``, with ``N_l`` label l's training
+  count and ``N`` the number of training documents; A = 0.55, B = 1.5 by default (their values for
+  Wikipedia-like sets; Amazon sets use 0.6 / 2.6).
+- ``coverage@k``: the share of labels that occur in the test set that the model predicts correctly
+  at least once in some top k (a rough view of how much of the label space it reaches).
+
+Predictions are ``(indices, scores)`` arrays of shape (n, k') with ``-1`` padding for missing
+entries; scores are not used (the order of the columns is the ranking).
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import ConfigError, DataFormatError
+
+__all__ = ["evaluate", "inverse_propensity", "hits_matrix"]
+
+
+def inverse_propensity(train_label_counts, n_train: int, a: float = 0.55, b: float = 1.5) -> np.ndarray:
+    """``1 / p_l``: the weight a hit on label l earns in PSP@k (rare labels weigh more)."""
+    counts = np.asarray(train_label_counts, dtype=np.float64)
+    if n_train < 1:
+        raise ConfigError(f"n_train must be >= 1 for propensities, got {n_train}")
+    c = (np.log(n_train) - 1.0) * (b + 1.0) ** a
+    return 1.0 + c * (counts + b) ** (-a)
+
+
+def _binary_csr(Y) -> sp.csr_matrix:
+    Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
+    Y.sum_duplicates()
+    Y.eliminate_zeros()
+    Y.sort_indices()
+    Y.data[:] = 1.0
+    return Y
+
+
+def hits_matrix(Y: sp.csr_matrix, indices: np.ndarray) -> np.ndarray:
+    """Boolean (n, k): is ``indices[i, j]`` a true label of row i? One searchsorted, no row loop."""
+    n, _ = indices.shape
+    n_cols = np.int64(max(Y.shape[1], int(indices.max(initial=-1)) + 1, 1))
+    rows = np.repeat(np.arange(Y.shape[0], dtype=np.int64), np.diff(Y.indptr))
+    true_keys = rows * n_cols + Y.indices.astype(np.int64)  # sorted: csr rows ascend, indices sorted
+    if true_keys.size == 0:
+        return np.zeros(indices.shape, dtype=bool)
+    query = np.arange(n, dtype=np.int64)[:, None] * n_cols + indices.astype(np.int64)
+    pos = np.minimum(np.searchsorted(true_keys, query), true_keys.size - 1)
+    return (true_keys[pos] == query) & (indices >= 0)
+
+
+def _top_per_row_sum(Y: sp.csr_matrix, weights: np.ndarray, k: int) -> np.ndarray:
+    """Per row, the sum of the k largest weights among its true labels (PSP's best case)."""
+    rows = np.repeat(np.arange(Y.shape[0], dtype=np.int64), np.diff(Y.indptr))
+    w = weights[Y.indices]
+    order = np.lexsort((-w, rows))
+    rank = np.arange(order.size) - Y.indptr[rows[order]]
+    keep = rank < k
+    return np.bincount(rows[order][keep], weights=w[order][keep], minlength=Y.shape[0])
+
+
+def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
+    ks = tuple(ks)
+    if not ks or any(isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1 for k in ks):
+        raise ConfigError(f"ks must be positive integers, got {ks!r}")
+    return tuple(sorted(set(int(k) for k in ks)))
+
+
+def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_counts=None,
+             n_train: int | None = None, *, propensity_a: float = 0.55, propensity_b: float = 1.5,
+             coverage: bool = False) -> dict[str, float]:
+    """Metrics in percent for every k: ``P@k``, ``R@k``, ``nDCG@k``; ``PSP@k`` when the training label
+    counts (and ``n_train``) are given; ``coverage@k`` when ``coverage`` is true.
+
+    ``Y_true`` is the (n, L) sparse label matrix (any non-zero is a true label); ``predictions`` is
+    ``(indices, scores)`` or just ``indices``, shape (n, k') with k' >= max(ks), -1 padded.
+    Keys come in the order P, R, nDCG, PSP, coverage, each for ascending k.
+    """
+    ks = _check_ks(ks)
+    indices = np.asarray(predictions[0] if isinstance(predictions, tuple) else predictions)
+    if not sp.issparse(Y_true):
+        raise DataFormatError(None, None, f"true labels must be a sparse matrix, got {type(Y_true).__name__}")
+    Y = _binary_csr(Y_true)
+    if indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
+        raise DataFormatError(None, None, f"predictions have shape {indices.shape}, expected ({Y.shape[0]}, k)")
+    if indices.shape[1] < max(ks):
+        raise DataFormatError(None, None, f"predictions hold top-{indices.shape[1]}, metrics need top-{max(ks)}")
+    if indices.size and (indices.dtype.kind not in "iu" or indices.max() >= Y.shape[1]):
+        raise DataFormatError(None, None, f"predicted label ids must be integers below {Y.shape[1]}")
+    hits = hits_matrix(Y, indices)
+    n = max(Y.shape[0], 1)
+    n_true = np.diff(Y.indptr)
+    discount = 1.0 / np.log2(np.arange(2, max(ks) + 2))
+    cum_hits = np.cumsum(hits, axis=1)
+    out: dict[str, float] = {}
+    for k in ks:
+        out[f"P@{k}"] = 100.0 * float(cum_hits[:, k - 1].sum()) / (k * n)
+    for k in ks:
+        recall = np.divide(cum_hits[:, k - 1], n_true, out=np.zeros(Y.shape[0]), where=n_true > 0)
+        out[f"R@{k}"] = 100.0 * float(recall.sum()) / n
+    ideal_by_count = np.concatenate([[0.0], np.cumsum(discount)])
+    for k in ks:
+        dcg = (hits[:, :k] * discount[:k]).sum(axis=1)
+        ideal = ideal_by_count[np.minimum(n_true, k)]
+        out[f"nDCG@{k}"] = 100.0 * float(np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0).sum()) / n
+    if train_label_counts is not None:
+        if not n_train:
+            raise ConfigError("PSP@k needs n_train, the number of training documents")
+        counts = np.zeros(Y.shape[1], dtype=np.float64)
+        tc = np.asarray(train_label_counts, dtype=np.float64)
+        counts[:min(tc.size, counts.size)] = tc[:counts.size]  # test-only labels: count 0
+        inv_p = inverse_propensity(counts, n_train, propensity_a, propensity_b)
+        gained = np.where(hits, inv_p[np.where(indices >= 0, indices, 0)], 0.0)
+        for k in ks:
+            best = _top_per_row_sum(Y, inv_p, k).sum()
+            out[f"PSP@{k}"] = 100.0 * float(gained[:, :k].sum() / best) if best > 0 else 0.0
+    if coverage:
+        n_present = int(np.count_nonzero(Y.getnnz(axis=0)))
+        for k in ks:
+            found = np.unique(indices[:, :k][hits[:, :k]])
+            out[f"coverage@{k}"] = 100.0 * found.size / n_present if n_present else 0.0
+    return out

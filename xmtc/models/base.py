@@ -1,0 +1,250 @@
+"""What every xmtc estimator shares: parameters, label handling, prediction formats, save/load.
+
+Estimators follow scikit-learn's conventions: every hyperparameter is a keyword of ``__init__``
+(generated from the method's config dataclass, the single source of truth), stored unchanged and
+returned by ``get_params``; ``fit`` returns ``self``; learned state ends in ``_``. Inputs may be raw
+texts (the estimator owns its featurizer) or a precomputed sparse feature matrix, so the same model
+class serves users with text and benchmarks on shared features.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+import os
+from typing import Any, ClassVar, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..config import build_config, config_to_dict
+from ..data.dataset import label_matrix
+from ..data.labels import LabelVocab
+from ..errors import ConfigError, DataFormatError, NotFittedError
+from .storage import ModelReader, ModelWriter
+
+log = logging.getLogger(__name__)
+
+_REGISTRY: dict[str, type["XMCModel"]] = {}
+
+
+def register(cls: type["XMCModel"]) -> type["XMCModel"]:
+    """Class decorator: make a method loadable by its manifest name and give it a keyword signature."""
+    _REGISTRY[cls.method] = cls
+    fields = dataclasses.fields(cls.config_class)
+    cls.__init__.__signature__ = inspect.Signature(
+        [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+        + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default) for f in fields])
+    return cls
+
+
+def method_names() -> list[str]:
+    return sorted(_REGISTRY)
+
+
+def estimator_class(method: str) -> type["XMCModel"]:
+    try:
+        return _REGISTRY[method]
+    except KeyError:
+        raise ConfigError(f"unknown method {method!r}; available: {', '.join(method_names())}") from None
+
+
+def load(folder: str | os.PathLike) -> "XMCModel":
+    """Load any saved xmtc model; the manifest says which estimator class rebuilds it."""
+    reader = ModelReader(folder)
+    method = reader.manifest["method"]
+    if method not in _REGISTRY:
+        from ..errors import ModelFormatError
+        raise ModelFormatError(f"{reader.folder}: unknown method {method!r} in manifest"
+                               f" (this xmtc knows {', '.join(method_names())})")
+    cls = _REGISTRY[method]
+    model = cls(**cls._params_from_manifest(reader))
+    model._load_state(reader)
+    return model
+
+
+def as_label_matrix(Y: Any, labels: LabelVocab | None, n_rows: int, *, unknown_labels: str = "error"
+                    ) -> tuple[sp.csr_matrix, LabelVocab]:
+    """Turn label lists or a sparse indicator matrix into (binary csr float32, vocabulary).
+
+    A sparse ``Y`` may have more columns than ``labels`` only with ``unknown_labels="extend"`` (the
+    extra columns are labels the model never saw; see :mod:`xmtc.data.dataset`).
+    """
+    if sp.issparse(Y):
+        Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
+        if Y.shape[0] != n_rows:
+            raise DataFormatError(None, None, f"Y has {Y.shape[0]} rows but there are {n_rows} documents")
+        if Y.nnz and not np.all(np.isfinite(Y.data)):
+            raise DataFormatError(None, None, "Y contains NaN or infinite values")
+        Y.eliminate_zeros()
+        Y.data[:] = 1.0
+        Y.sort_indices()
+        if labels is None:
+            labels = LabelVocab([str(i) for i in range(Y.shape[1])])
+        elif Y.shape[1] > len(labels) and unknown_labels == "extend":
+            labels = labels.extended(f"<unknown {j}>" for j in range(len(labels), Y.shape[1]))
+        elif len(labels) != Y.shape[1]:
+            raise DataFormatError(None, None, f"Y has {Y.shape[1]} columns but the label vocabulary has"
+                                              f" {len(labels)} labels")
+        return Y, labels
+    if isinstance(Y, (str, bytes)) or not hasattr(Y, "__iter__"):
+        raise DataFormatError(None, None, "labels must be a sparse matrix or a list of label lists")
+    Y = list(Y)
+    if len(Y) != n_rows:
+        raise DataFormatError(None, None, f"got {len(Y)} label lists for {n_rows} documents")
+    for i, row in enumerate(Y):
+        if isinstance(row, str) or not all(isinstance(x, str) for x in row):
+            raise DataFormatError(None, i + 1, "labels of a document must be a list of strings")
+    return label_matrix(Y, labels, unknown_labels=unknown_labels)
+
+
+class XMCModel:
+    """Base class: subclasses set ``method``, ``config_class`` and implement the stage hooks."""
+
+    method: ClassVar[str]
+    config_class: ClassVar[type]
+
+    def __init__(self, **params: Any):
+        self._config = build_config(self.config_class, params, source=type(self).__name__)
+        for key, value in config_to_dict(self._config).items():
+            setattr(self, key, value)
+
+    # -- scikit-learn style parameters -------------------------------------------------------
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self.config_class)}
+
+    def set_params(self, **params: Any) -> "XMCModel":
+        merged = self.get_params()
+        merged.update(params)
+        self._config = build_config(self.config_class, merged, source=type(self).__name__)
+        for key, value in config_to_dict(self._config).items():
+            setattr(self, key, value)
+        return self
+
+    @property
+    def config(self):
+        """The validated config dataclass built from the current parameters."""
+        return build_config(self.config_class, self.get_params(), source=type(self).__name__)
+
+    def __repr__(self) -> str:
+        defaults = {f.name: f.default for f in dataclasses.fields(self.config_class)}
+        changed = [f"{k}={v!r}" for k, v in self.get_params().items() if v != defaults[k]]
+        return f"{type(self).__name__}({', '.join(changed)})"
+
+    # -- fitted state -------------------------------------------------------------------------
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "labels_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted; call fit() or xmtc.load()")
+
+    @property
+    def n_labels(self) -> int:
+        self._check_fitted()
+        return len(self.labels_)
+
+    # -- prediction formats -------------------------------------------------------------------
+    def predict_topk(self, X: Any, k: int = 5, *, progress: bool = False,
+                     batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k label indices (int32, -1 padded) and scores (float32), best first, one row per input.
+
+        Inputs are processed in batches so that featurizing a large file never holds all of its
+        features at once, and so that a progress bar can show documents/s and the ETA.
+        """
+        self._check_fitted()
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        if isinstance(X, (str, bytes)):
+            raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
+        n = X.shape[0] if sp.issparse(X) else len(X)
+        if n <= batch_size:
+            return self._predict_batch(X, int(k))
+        from tqdm.auto import tqdm
+
+        idx_parts, score_parts = [], []
+        with tqdm(total=n, disable=not progress, unit="doc", desc="predict", dynamic_ncols=True) as bar:
+            for start in range(0, n, batch_size):
+                chunk = X[start:start + batch_size]
+                idx, scores = self._predict_batch(chunk, int(k))
+                idx_parts.append(idx)
+                score_parts.append(scores)
+                bar.update(idx.shape[0])
+        return np.concatenate(idx_parts), np.concatenate(score_parts)
+
+    def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def predict(self, X: Any, k: int = 5, *, progress: bool = False) -> list[list[tuple[str, float]]]:
+        """Top-k ``(label name, score)`` pairs for each text (or feature row), best first."""
+        idx, scores = self.predict_topk(X, k, progress=progress)
+        names = self.labels_.names
+        return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
+
+    def evaluate(self, X: Any, Y: Any, ks: Sequence[int] = (1, 3, 5), *, progress: bool = False) -> dict:
+        """P@k, R@k, nDCG@k, PSP@k (propensities from the training label counts), coverage@k.
+
+        Labels the model never saw (names not in its vocabulary, or columns of a sparse ``Y`` beyond
+        its labels) still count as true labels that it misses.
+        """
+        from ..metrics import evaluate
+
+        self._check_fitted()
+        n = X.shape[0] if sp.issparse(X) else len(X)
+        Y, _ = as_label_matrix(Y, self.labels_, n, unknown_labels="extend")
+        idx, scores = self.predict_topk(X, max(ks), progress=progress)
+        return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=self.label_counts_,
+                        n_train=self.n_train_, coverage=True)
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, folder: str | os.PathLike) -> str:
+        """Write the model folder atomically; returns its path."""
+        self._check_fitted()
+        writer = ModelWriter(folder)
+        try:
+            stages = [{"name": "labels", "type": "label-vocab", "file": writer.json("labels", self.labels_.to_json())},
+                      {"name": "label-stats", "type": "label-counts",
+                       "file": writer.arrays("label_stats", {"counts": self.label_counts_,
+                                                             "n_train": np.array([self.n_train_], dtype=np.int64)})}]
+            stages += self._save_stages(writer)
+            path = writer.commit(self.method, self.get_params(), stages)
+        except BaseException:
+            writer.abort()
+            raise
+        return str(path)
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike) -> "XMCModel":
+        model = load(folder)
+        if not isinstance(model, cls):
+            raise ConfigError(f"{folder}: holds a {type(model).__name__} model, not {cls.__name__}")
+        return model
+
+    @classmethod
+    def _params_from_manifest(cls, reader: ModelReader) -> dict:
+        from ..errors import ModelFormatError
+        try:
+            build_config(cls.config_class, reader.manifest["params"], source="manifest")
+        except ConfigError as exc:
+            raise ModelFormatError(f"{reader.folder / 'manifest.json'}: {exc}") from None
+        return reader.manifest["params"]
+
+    def _load_state(self, reader: ModelReader) -> None:
+        from ..errors import ModelFormatError
+        self.labels_ = LabelVocab.from_json(reader.json(reader.stage("labels")["file"]))
+        stats = reader.arrays(reader.stage("label-stats")["file"])
+        try:
+            self.label_counts_ = stats["counts"]
+            n_train = stats["n_train"]
+        except KeyError as exc:
+            raise ModelFormatError(f"{reader.folder}: label statistics lack {exc}") from None
+        if n_train.shape != (1,) or n_train.dtype.kind not in "iu" or n_train[0] < 1:
+            raise ModelFormatError(f"{reader.folder}: label statistics: 'n_train' must be one positive integer")
+        self.n_train_ = int(n_train[0])
+        if self.label_counts_.shape != (len(self.labels_),):
+            raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(self.labels_)} labels")
+        self._load_stages(reader)
+
+    def _save_stages(self, writer: ModelWriter) -> list[dict]:
+        raise NotImplementedError
+
+    def _load_stages(self, reader: ModelReader) -> None:
+        raise NotImplementedError

@@ -1,0 +1,65 @@
+"""Combining several models' top-k lists into one ranking.
+
+Only the candidates each member returned are known, so a label absent from a member's list counts
+as score 0 there; this is how omikuji and PECOS average tree ensembles, and it keeps combination
+cost proportional to n * members * k rather than n * L.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+from numba import njit, prange
+
+
+def topk_matrix(indices: np.ndarray, scores: np.ndarray, n_labels: int) -> sp.csr_matrix:
+    """(indices, scores) with -1 padding -> csr (n, n_labels); duplicates in a row are summed."""
+    n, k = indices.shape
+    rows = np.repeat(np.arange(n, dtype=np.int64), k)
+    cols = indices.ravel().astype(np.int64)
+    vals = scores.ravel().astype(np.float32)
+    keep = cols >= 0
+    mat = sp.csr_matrix((vals[keep], (rows[keep], cols[keep])), shape=(n, n_labels), dtype=np.float32)
+    mat.sum_duplicates()
+    return mat
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def _csr_topk(indptr, indices, data, k):
+    n = indptr.shape[0] - 1
+    out_idx = np.full((n, k), -1, dtype=np.int32)
+    out_val = np.zeros((n, k), dtype=np.float32)
+    for i in prange(n):
+        lo, hi = indptr[i], indptr[i + 1]
+        m = hi - lo
+        if m == 0:
+            continue
+        vals = data[lo:hi]
+        cols = indices[lo:hi]
+        # lexicographic order: score descending, then label index ascending
+        order = np.argsort(cols, kind="mergesort")
+        order = order[np.argsort(-vals[order], kind="mergesort")]
+        take = min(k, m)
+        for r in range(take):
+            out_idx[i, r] = cols[order[r]]
+            out_val[i, r] = vals[order[r]]
+    return out_idx, out_val
+
+
+def csr_topk(mat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Best k entries of every row, score descending, ties to the smaller label index."""
+    mat = sp.csr_matrix(mat)
+    return _csr_topk(mat.indptr.astype(np.int64), mat.indices.astype(np.int32),
+                     mat.data.astype(np.float32), int(k))
+
+
+def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: int,
+                 weights: list[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean of several members' top-k scores, then top-k again."""
+    weights = [1.0] * len(parts) if weights is None else list(weights)
+    total = float(sum(weights))
+    acc = None
+    for (idx, sc), w in zip(parts, weights):
+        m = topk_matrix(idx, sc * np.float32(w / total), n_labels)
+        acc = m if acc is None else acc + m
+    return csr_topk(acc, k)

@@ -1,0 +1,222 @@
+"""XR-Linear (Parabel-style): TF-IDF -> PIFA label tree -> linear matchers/rankers -> beam search.
+
+With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
+top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
+omikuji/Parabel recipe that trades train time for a point or so of precision.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..config import param
+from ..errors import ConfigError, DataFormatError, ModelFormatError
+from ..features.tfidf import TfidfFeaturizer
+from ..index.kmeans import build_label_tree
+from ..index.pifa import pifa
+from ..linear.hierarchy import HierarchicalLinearModel
+from .base import XMCModel, as_label_matrix, register
+from .ensemble import average_topk
+from .storage import ModelReader, ModelWriter
+
+log = logging.getLogger(__name__)
+
+
+def resolve_threads(n_threads: int) -> int:
+    """0 means every core this process may use."""
+    if n_threads > 0:
+        return n_threads
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+@dataclass
+class TfidfParams:
+    """TF-IDF featurizer settings (word n-grams, sublinear tf, L2-normalised rows)."""
+
+    ngram_max: int = param(2, "Longest word n-gram used as a feature (1 = unigrams only).", minimum=1, maximum=5)
+    min_df: int = param(2, "Drop n-grams that occur in fewer training documents than this.", minimum=1)
+    max_df: float = param(1.0, "Drop n-grams that occur in more than this fraction of training documents.",
+                          minimum=0.0, maximum=1.0, exclusive_minimum=True)
+    max_features: Optional[int] = param(None, "Keep only the most frequent n-grams (none = keep all).", minimum=1)
+    sublinear_tf: bool = param(True, "Use 1 + log(tf) instead of raw term counts.")
+
+    def make_featurizer(self) -> TfidfFeaturizer:
+        return TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
+                               max_features=self.max_features, sublinear_tf=self.sublinear_tf)
+
+
+@dataclass
+class XRLinearConfig(TfidfParams):
+    """Hyperparameters of XR-Linear; defaults follow PECOS's XR-Linear where it has one."""
+
+    branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
+    max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
+    kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
+    n_trees: int = param(1, "Number of trees (differently seeded indexings) whose scores are averaged.",
+                         minimum=1)
+    negatives: str = param("tfn+man", "Hard negatives for each node's classifier: teacher-forced (tfn),"
+                           " matcher-aware (man) or both.", choices=("tfn", "man", "tfn+man"))
+    C_pos: float = param(1.0, "Loss weight (inverse regularisation) for positive examples.", minimum=0.0,
+                         exclusive_minimum=True)
+    C_neg: float = param(1.0, "Loss weight (inverse regularisation) for negative examples.", minimum=0.0,
+                         exclusive_minimum=True)
+    bias: float = param(1.0, "Value of the constant bias feature (0 = no bias).", minimum=0.0)
+    tol: float = param(0.1, "Stopping tolerance of the dual coordinate descent solver.", minimum=0.0,
+                       exclusive_minimum=True)
+    max_iter: int = param(100, "Most passes of the solver over one classifier's examples.", minimum=1)
+    threshold: float = param(0.1, "Weights with smaller magnitude are pruned to keep the model sparse.",
+                             minimum=0.0)
+    beam_size: int = param(10, "Clusters kept per tree level during beam search (also used for MAN).",
+                           minimum=1)
+    post_processor: str = param("l3-hinge", "Transform of each level's scores before they are multiplied"
+                                " down the tree.", choices=("l3-hinge", "sigmoid", "noop"))
+    seed: int = param(0, "Random seed (k-means initialisation); tree i uses seed + i.", minimum=0)
+    n_threads: int = param(0, "Threads for training and prediction (0 = all cores).", minimum=0)
+
+    def tfidf(self) -> TfidfParams:
+        return TfidfParams(**{f: getattr(self, f) for f in TfidfParams.__dataclass_fields__})
+
+
+@register
+class XRLinear(XMCModel):
+    """XR-Linear / Parabel: a linear eXtreme Multi-label Ranker over a hierarchical label tree.
+
+    >>> model = XRLinear(n_trees=3).fit(texts, label_lists)     # doctest: +SKIP
+    >>> model.predict(["history of finnish railways"], k=5)      # doctest: +SKIP
+    """
+
+    method = "xr-linear"
+    config_class = XRLinearConfig
+
+    def __init__(self, **params: Any):
+        super().__init__(**params)
+
+    # -- training -----------------------------------------------------------------------------
+    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "XRLinear":
+        """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
+
+        ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
+        the :class:`~xmtc.data.labels.LabelVocab` (names in column order, optional label texts).
+        """
+        cfg = self.config
+        t0 = time.perf_counter()
+        if not sp.issparse(X):
+            X = _check_texts(X)
+        # labels first: a mismatch should not wait for featurizing to finish
+        Y, vocab = as_label_matrix(Y, labels, X.shape[0] if sp.issparse(X) else len(X))
+        X_feat = self._fit_features(X, cfg, progress)
+        self.labels_ = vocab
+        self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
+        self.n_train_ = int(X_feat.shape[0])
+        self.n_features_ = int(X_feat.shape[1])
+        n_threads = resolve_threads(cfg.n_threads)
+        t1 = time.perf_counter()
+        label_emb = pifa(X_feat, Y)
+        self.models_ = []
+        for t in range(cfg.n_trees):
+            tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                    seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+            t2 = time.perf_counter()
+            model = HierarchicalLinearModel().fit(
+                X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
+                tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
+                n_threads=n_threads, progress=progress)
+            log.info("tree %d/%d: levels %s, index %.1fs, linear models %.1fs", t + 1, cfg.n_trees,
+                     tree.level_sizes, t2 - t1, time.perf_counter() - t2)
+            t1 = time.perf_counter()
+            self.models_.append(model)
+        log.info("trained XR-Linear on %d documents, %d features, %d labels in %.1fs", X_feat.shape[0],
+                 X_feat.shape[1], Y.shape[1], time.perf_counter() - t0)
+        return self
+
+    def _fit_features(self, X: Any, cfg: XRLinearConfig, progress: bool) -> sp.csr_matrix:
+        if sp.issparse(X):
+            self.featurizer_ = None
+            return _check_features(X, None)
+        t0 = time.perf_counter()
+        self.featurizer_ = cfg.tfidf().make_featurizer()
+        X_feat = self.featurizer_.fit_transform(X)
+        log.info("TF-IDF: %d documents -> %d features in %.1fs", len(X), X_feat.shape[1],
+                 time.perf_counter() - t0)
+        return X_feat
+
+    # -- prediction ---------------------------------------------------------------------------
+    def transform(self, X: Any) -> sp.csr_matrix:
+        """Features of the inputs as this model sees them (TF-IDF of texts, or checked sparse rows)."""
+        self._check_fitted()
+        if sp.issparse(X):
+            return _check_features(X, self.n_features_)
+        if self.featurizer_ is None:
+            raise ConfigError("this model was trained on precomputed features; pass a sparse matrix"
+                              f" with {self.n_features_} columns, not texts")
+        return self.featurizer_.transform(_check_texts(X))
+
+    def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        X_feat = self.transform(X)
+        kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor)
+        if len(self.models_) == 1:
+            return self.models_[0].predict_topk(X_feat, k, **kwargs)
+        k_each = max(k, self.beam_size)
+        parts = [m.predict_topk(X_feat, k_each, **kwargs) for m in self.models_]
+        return average_topk(parts, self.n_labels, k)
+
+    # -- persistence --------------------------------------------------------------------------
+    def _save_stages(self, writer: ModelWriter) -> list[dict]:
+        stages = []
+        if self.featurizer_ is not None:
+            params, arrays = self.featurizer_.to_arrays()
+            stages.append({"name": "featurizer", "type": "tfidf", "params": params,
+                           "file": writer.arrays("featurizer", arrays)})
+        stages.append({"name": "features", "type": "dimension", "n_features": self.n_features_})
+        for t, model in enumerate(self.models_):
+            stages.append({"name": f"tree-{t}", "type": "hierarchical-linear",
+                           "file": writer.arrays(f"tree-{t}", model.to_arrays())})
+        return stages
+
+    def _load_stages(self, reader: ModelReader) -> None:
+        names = [st.get("name") for st in reader.manifest["stages"]]
+        self.featurizer_ = None
+        if "featurizer" in names:
+            st = reader.stage("featurizer")
+            self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
+        self.n_features_ = int(reader.stage("features")["n_features"])
+        self.models_ = []
+        for t in range(self.n_trees):
+            st = reader.stage(f"tree-{t}")
+            model = HierarchicalLinearModel.from_arrays(reader.arrays(st["file"]))
+            if model.n_labels != len(self.labels_) or model.n_features != self.n_features_:
+                raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
+                                       f" {model.n_features} features; the model has {len(self.labels_)}"
+                                       f" labels and {self.n_features_} features")
+            self.models_.append(model)
+
+
+def _check_texts(X: Any) -> list[str]:
+    if isinstance(X, str):
+        raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
+    texts = list(X)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise DataFormatError(None, i + 1, f"text must be a string, got {type(t).__name__}")
+    return texts
+
+
+def _check_features(X: Any, n_features: int | None) -> sp.csr_matrix:
+    X = sp.csr_matrix(X, dtype=np.float32)
+    if n_features is not None and X.shape[1] != n_features:
+        raise DataFormatError(None, None, f"features have {X.shape[1]} columns but the model expects"
+                                          f" {n_features}")
+    if X.nnz and not np.all(np.isfinite(X.data)):
+        raise DataFormatError(None, None, "features contain NaN or infinite values")
+    X.sort_indices()
+    return X
