@@ -99,9 +99,7 @@ class Timer:
 def run_xmtc(d, args, timer: Timer):
     try:
         import xmtc
-        XRLinear = getattr(xmtc, "XRLinear", None)
-        if XRLinear is None:
-            from xmtc.models import XRLinear
+        from xmtc import XRLinear
     except ImportError as exc:
         raise NotInstalled(f"xmtc.XRLinear not importable: {exc}") from exc
     params = dict(args.params)
@@ -279,24 +277,22 @@ def run_xmtc_latency(args) -> dict:
     """
     try:
         import xmtc
-        load = getattr(xmtc, "load", None)
-        XRLinear = getattr(xmtc, "XRLinear", None)
-        if XRLinear is None or load is None:
-            from xmtc.models import XRLinear, load
+        from xmtc import XRLinear, load
+        from xmtc.data import read_inputs
+        from xmtc.data.formats import read_tsv
     except ImportError as exc:
         raise NotInstalled(f"xmtc not importable: {exc}") from exc
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from _data import read_tsv
 
     folder = Path(args.data_root) / args.dataset
-    train_texts, train_labels = read_tsv(folder / "train.txt.gz")
-    test_texts, _ = read_tsv(folder / "test.txt.gz")
+    train = read_tsv(folder / "train.txt.gz")
+    train_texts, train_labels = train.texts, train.labels
+    test_texts = read_inputs(folder / "test.txt.gz")
     params = dict(args.params)
     params.setdefault("n_threads", args.threads)
     t0 = time.perf_counter()
     model = XRLinear(**params).fit(train_texts, train_labels, progress=False)
     fit_s = time.perf_counter() - t0
-    del train_texts, train_labels
+    del train, train_texts, train_labels
     path = model.save(Path(args.scratch) / "xmtc_latency_model")
     t0 = time.perf_counter()
     model = load(path)

@@ -41,18 +41,6 @@ METRIC_KEYS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@5")
 K = 5
 
 
-def get_evaluate():
-    """xmtc.metrics.evaluate when it exists (the one implementation), else the private stand-in."""
-    try:
-        from xmtc.metrics import evaluate
-        return evaluate, "xmtc.metrics.evaluate"
-    except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] != "xmtc":
-            raise
-        from _metrics import evaluate
-        return evaluate, "FALLBACK benchmarks/_metrics.py (xmtc.metrics not found)"
-
-
 def machine_info() -> dict:
     info = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
             "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
@@ -183,8 +171,8 @@ def parse_args(argv=None):
     ap.add_argument("--threads", type=int, default=2, help="threads for every library")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per library child")
-    ap.add_argument("--featurizer", choices=("auto", "xmtc", "sklearn"), default="auto",
-                    help="auto: xmtc's TfidfFeaturizer if importable, else scikit-learn (marked FALLBACK)")
+    ap.add_argument("--featurizer", choices=("xmtc", "sklearn"), default="xmtc",
+                    help="TF-IDF implementation whose features every library gets")
     ap.add_argument("--reuse-features", action="store_true",
                     help="re-use the .npz features of an earlier run of this dataset/featurizer")
     ap.add_argument("--venv", default=str(HERE / ".venv-peers"), help="the peers' virtual environment")
@@ -208,7 +196,7 @@ def prepare_features(args, out: Path) -> tuple[Path, dict]:
     if args.reuse_features and meta_path.exists() and all((work / f"{k}.npz").exists()
                                                          for k in ("X_train", "X_test", "Y_train", "Y_test")):
         meta = json.loads(meta_path.read_text())
-        if args.featurizer in ("auto", meta.get("featurizer_choice")):
+        if args.featurizer == meta.get("featurizer_choice"):
             meta["reused"] = True
             return work, meta
     t0 = time.perf_counter()
@@ -250,7 +238,7 @@ def main(argv=None) -> int:
     peer_python = str(_venv.venv_python(Path(args.venv)))
     logs = out / "work" / args.dataset / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    evaluate, metrics_impl = get_evaluate()
+    from xmtc.metrics import evaluate
 
     import scipy.sparse as sp
     Y_test = sp.load_npz(work / "Y_test.npz").tocsr()
@@ -303,7 +291,7 @@ def main(argv=None) -> int:
     print(f"machine: {machine.get('cpu', '?')}, nproc {machine['nproc']}, RAM {machine.get('ram_gib', '?')} GiB, "
           f"load avg at start {machine['loadavg_at_start'][0]:.2f}; {machine['date']}; threads {args.threads}")
     print(f"features: {meta['featurizer']}, featurize {meta['featurize_s']:.1f} s (not in train s)")
-    print(f"metrics: {metrics_impl}; train s includes indexing; predict = whole test set, top {K}, "
+    print(f"metrics: xmtc.metrics.evaluate for every library; train s includes indexing; predict = whole test set, top {K}, "
           f"wall / n_test; peak RSS = the library's own child process (includes loading the data)")
     print()
     print(render_table(rows))
@@ -320,7 +308,7 @@ def main(argv=None) -> int:
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     json_path = out / f"linear-{args.dataset}-{stamp}.json"
     json_path.write_text(json.dumps({"dataset": meta, "machine": machine, "args": {
-        k: v for k, v in vars(args).items()}, "metrics_impl": metrics_impl, "results": rows,
+        k: v for k, v in vars(args).items()}, "results": rows,
         "ratios_xmtc_over_pecos": ratios(rows), "single_text_latency": latency}, indent=2, default=str))
     print(f"\nraw numbers: {json_path}")
     return 0

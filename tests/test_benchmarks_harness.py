@@ -1,14 +1,14 @@
-"""The peer benchmark harness (benchmarks/): data mapping, metrics stand-in, child plumbing, table.
+"""The peer benchmark harness (benchmarks/): data mapping, child plumbing, table.
 
 The peers themselves live in a separate venv that CI does not build, so these tests cover the
-parts whose mistakes would silently skew a comparison: label columns, top-k extraction, metric
-definitions (against brute-force loops), per-child peak RSS, and failure reporting.
+parts whose mistakes would silently skew a comparison: label columns, top-k extraction, the XC
+file written for omikuji, per-child peak RSS, and failure reporting. (The metrics are xmtc's own,
+tested in test_metrics.py.)
 """
 
 from __future__ import annotations
 
 import gzip
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -21,64 +21,10 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import _data  # noqa: E402
-import _metrics  # noqa: E402
 import _runners  # noqa: E402
 import linear  # noqa: E402
 
-from xmtc.errors import DataFormatError  # noqa: E402
-
-
-def _random_case(seed=0, n=60, L=25, k=5):
-    rng = np.random.default_rng(seed)
-    Y = sp.random(n, L + 3, density=0.08, random_state=rng, format="csr", dtype=np.float32)
-    Y.data[:] = 1.0
-    Y.data[Y.indptr[3]:Y.indptr[4]] = 0  # a document without labels
-    Y.eliminate_zeros()
-    idx = np.stack([rng.permutation(L)[:k] for _ in range(n)]).astype(np.int32)
-    idx[5, 3:] = -1  # padded predictions
-    scores = -np.sort(-rng.random((n, k)), axis=1).astype(np.float32)
-    counts = rng.integers(0, 40, size=L + 3)
-    counts[-3:] = 0  # test-only labels
-    return Y, idx, scores, counts
-
-
-def _brute_force(Y, idx, counts, n_train, k):
-    Yd = Y.toarray() > 0
-    c = (math.log(n_train) - 1) * 2.5 ** 0.55
-    inv_p = [1 + c * (cnt + 1.5) ** -0.55 for cnt in counts]
-    p = ndcg = psp_num = psp_den = 0.0
-    for i in range(Yd.shape[0]):
-        hits = [j >= 0 and Yd[i, j] for j in idx[i, :k]]
-        p += sum(hits) / k
-        truth = np.flatnonzero(Yd[i])
-        ideal = sum(1 / math.log2(r + 2) for r in range(min(k, truth.size)))
-        if ideal:
-            ndcg += sum(h / math.log2(r + 2) for r, h in enumerate(hits)) / ideal
-        psp_num += sum(inv_p[j] for j, h in zip(idx[i, :k], hits) if h)
-        psp_den += sum(sorted((inv_p[j] for j in truth), reverse=True)[:k])
-    n = Yd.shape[0]
-    return 100 * p / n, 100 * ndcg / n, 100 * psp_num / psp_den
-
-
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_metrics_match_brute_force(seed):
-    Y, idx, scores, counts = _random_case(seed)
-    got = _metrics.evaluate(Y, (idx, scores), ks=(1, 3, 5), train_label_counts=counts, n_train=500)
-    for k in (1, 3, 5):
-        p, ndcg, psp = _brute_force(Y, idx, counts, 500, k)
-        assert got[f"P@{k}"] == pytest.approx(p, abs=1e-9)
-        assert got[f"nDCG@{k}"] == pytest.approx(ndcg, abs=1e-9)
-        assert got[f"PSP@{k}"] == pytest.approx(psp, abs=1e-9)
-
-
-def test_metrics_perfect_and_reject_short_predictions():
-    Y = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.float32))
-    idx = np.array([[2, 0, -1], [1, -1, -1]])
-    got = _metrics.evaluate(Y, (idx, np.zeros(idx.shape)), ks=(1, 3), train_label_counts=[5, 5, 5], n_train=10)
-    assert got["P@1"] == 100.0 and got["nDCG@3"] == pytest.approx(100.0) and got["PSP@3"] == pytest.approx(100.0)
-    assert got["P@3"] == pytest.approx(100 * 3 / 6)
-    with pytest.raises(ValueError, match="top-3"):
-        _metrics.evaluate(Y, (idx[:, :2], None), ks=(1, 3))
+from xmtc.data import formats  # noqa: E402
 
 
 def test_label_matrices_share_columns_and_append_test_only_labels():
@@ -87,20 +33,6 @@ def test_label_matrices_share_columns_and_append_test_only_labels():
     assert Y_tr.shape == (3, 3) and Y_te.shape == (3, 5)
     assert Y_tr.toarray().tolist() == [[1, 1, 0], [0, 0, 1], [1, 0, 0]]  # duplicate "a" counted once
     assert Y_te.toarray().tolist() == [[0, 0, 1, 0, 1], [0, 0, 0, 0, 0], [1, 0, 0, 1, 0]]
-
-
-def test_read_tsv_and_bad_line(tmp_path):
-    good = tmp_path / "train.txt.gz"
-    with gzip.open(good, "wt", encoding="utf-8") as fh:
-        fh.write("x,y\tfirst text\n\tno labels\nz\tsecond\ttab inside\n")
-    texts, labels = _data.read_tsv(good)
-    assert texts == ["first text", "no labels", "second\ttab inside"]
-    assert labels == [["x", "y"], [], ["z"]]
-    bad = tmp_path / "bad.txt.gz"
-    with gzip.open(bad, "wt", encoding="utf-8") as fh:
-        fh.write("x\tok\nno tab here\n")
-    with pytest.raises(DataFormatError, match=r"bad\.txt\.gz:2: .*no tab"):
-        _data.read_tsv(bad)
 
 
 def test_xc_roundtrip_through_the_omikuji_writer(tmp_path):
@@ -112,9 +44,9 @@ def test_xc_roundtrip_through_the_omikuji_writer(tmp_path):
     _runners._write_xc(tmp_path / "t.txt", X, Y)
     with open(tmp_path / "t.txt", "rb") as src, gzip.open(tmp_path / "t.txt.gz", "wb") as dst:
         dst.write(src.read())
-    X2, labels = _data.read_xc(tmp_path / "t.txt.gz")
-    np.testing.assert_allclose(X2.toarray(), X.toarray(), rtol=1e-6)
-    assert [sorted(map(int, row)) for row in labels] == [list(Y[i].indices) for i in range(20)]
+    raw = formats.read_xc(tmp_path / "t.txt.gz")
+    np.testing.assert_allclose(raw.X.toarray(), X.toarray(), rtol=1e-6)
+    assert [sorted(map(int, row)) for row in raw.labels] == [list(Y[i].indices) for i in range(20)]
 
 
 def test_topk_from_csr_matches_dense_argsort():

@@ -2,7 +2,7 @@
 
 The label matrix ``Y`` is binary csr float32 (n, L) whose columns follow the :class:`LabelVocab`.
 Training builds the vocabulary from the data (label ids sorted, so the same file gives the same
-columns); evaluation and prediction map names through the model's vocabulary, where a label the
+columns; XC files keep their numeric ids as columns, like npz); evaluation and prediction map names through the model's vocabulary, where a label the
 model never saw is handled as the caller says (``unknown_labels``):
 
 * ``"error"``: stop at the first line that has one (naming the line);
@@ -109,6 +109,8 @@ def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: Lab
     ``labels`` maps label names to columns (a model's vocabulary); without it the vocabulary is built
     from the file. ``label_file`` adds display names and label texts (e.g. yso-finna-en's labels.txt.gz).
     """
+    if unknown_labels not in UNKNOWN_LABELS:
+        raise DataFormatError(path, None, f"unknown_labels must be one of {', '.join(UNKNOWN_LABELS)}")
     raw = read_raw(path, fmt)
     if raw.Y is not None:  # npz: labels are already columns
         Y = raw.Y
@@ -124,8 +126,12 @@ def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: Lab
         elif Y.shape[1] < len(vocab):
             Y = sp.csr_matrix(Y, copy=True)
             Y.resize(Y.shape[0], len(vocab))
+        Y.eliminate_zeros()  # a stored 0 is not a label
         Y.data[:] = 1.0
     else:
+        if labels is None and raw.n_labels is not None:
+            # XC ids are column numbers: keep them (numeric order, unused ids included), as npz does
+            labels = LabelVocab([str(j) for j in range(raw.n_labels)])
         Y, vocab = label_matrix(raw.labels, labels, unknown_labels=unknown_labels, path=path, lines=raw.lines)
     if label_file is not None:
         vocab = vocab.with_label_file(label_file)
@@ -152,6 +158,9 @@ def write_dataset(path: str | os.PathLike, ds: Dataset, fmt: str | None = None) 
     elif fmt in ("xc", "npz"):
         if ds.X is None:
             raise DataFormatError(path, None, f"{fmt} holds features, but this dataset has texts only")
-        (formats.write_xc if fmt == "xc" else formats.write_npz)(path, ds.X, ds.Y)
+        if fmt == "xc":
+            formats.write_xc(path, ds.X, ds.Y, ds.labels.names)
+        else:
+            formats.write_npz(path, ds.X, ds.Y)
     else:
         raise DataFormatError(path, None, f"cannot write format {fmt!r}")

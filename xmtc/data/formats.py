@@ -40,6 +40,7 @@ class RawDocuments:
     labels: list[list[str]] | None     # None: the format carries no labels (plain text)
     lines: list[int] | None            # 1-based source line per document (None for npz)
     Y: sp.csr_matrix | None = None     # npz only: labels as a matrix, columns named "0".."L-1"
+    n_labels: int | None = None        # XC only: the header's label count (ids are "0".."n_labels-1")
 
 
 def _split_labels(path, lineno: int, field: str) -> list[str]:
@@ -135,7 +136,7 @@ def read_xc(path) -> RawDocuments:
     except StopIteration:
         raise DataFormatError(path, 1, "empty file; expected header 'N_docs N_features N_labels'") from None
     parts = header.split()
-    if len(parts) != 3 or not all(p.isdigit() for p in parts):
+    if len(parts) != 3 or not all(_is_id(p) for p in parts):
         raise DataFormatError(path, 1, f"expected header 'N_docs N_features N_labels', got {header[:60]!r}")
     n_docs, n_feat, n_labels = (int(p) for p in parts)
     labels: list[list[str]] = []
@@ -150,7 +151,7 @@ def read_xc(path) -> RawDocuments:
             row_labels = _split_labels(path, lineno, tokens[0])
             tokens = tokens[1:]
             for name in row_labels:
-                if not name.isdigit() or int(name) >= n_labels:
+                if not _is_id(name) or int(name) >= n_labels:
                     raise DataFormatError(path, lineno, f"label {name!r} is not an id in [0, {n_labels})")
         for tok in tokens:
             f, sep, v = tok.partition(":")
@@ -172,17 +173,42 @@ def read_xc(path) -> RawDocuments:
     X = sp.csr_matrix((np.asarray(vals, dtype=np.float32), np.asarray(cols, dtype=np.int32),
                        np.asarray(indptr, dtype=np.int64)), shape=(n_docs, n_feat))
     X.sum_duplicates()
-    return RawDocuments(None, X, labels, lines)
+    return RawDocuments(None, X, labels, lines, n_labels=n_labels)
 
 
-def write_xc(path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
-    X, Y = sp.csr_matrix(X), sp.csr_matrix(Y)
+def _is_id(token: str) -> bool:
+    """A non-negative integer id in ASCII digits (``str.isdigit`` also accepts '²', which int() rejects)."""
+    return token.isascii() and token.isdigit()
+
+
+def _float32_text(v) -> str:
+    """The shortest text that reads back as the same float32 (what the reader stores), '1' for 1.0."""
+    text = str(np.float32(v))
+    return text[:-2] if text.endswith(".0") else text
+
+
+def write_xc(path, X: sp.csr_matrix, Y: sp.csr_matrix, label_names=None) -> None:
+    """Write XC format; ``label_names`` (column j's label id, e.g. a vocabulary's names) are written as
+    the labels, so that reading the file back gives the same label ids; without them, column numbers."""
+    X, Y = sp.csr_matrix(X, dtype=np.float32), sp.csr_matrix(Y)
+    Y.sort_indices()
+    if label_names is None:
+        ids, n_labels = [str(j) for j in range(Y.shape[1])], Y.shape[1]
+    else:
+        ids = [str(n) for n in label_names]
+        if len(ids) != Y.shape[1]:
+            raise DataFormatError(path, None, f"{len(ids)} label names for {Y.shape[1]} label columns")
+        bad = next((n for n in ids if not _is_id(n)), None)
+        if bad is not None:
+            raise DataFormatError(path, None, f"label {bad!r} cannot be written to XC format"
+                                              " (its labels are non-negative integer ids)")
+        n_labels = max((int(n) + 1 for n in ids), default=0)
     with atomic_output(path) as fh:
-        fh.write(f"{X.shape[0]} {X.shape[1]} {Y.shape[1]}\n")
+        fh.write(f"{X.shape[0]} {X.shape[1]} {n_labels}\n")
         for i in range(X.shape[0]):
-            lab = ",".join(str(j) for j in Y.indices[Y.indptr[i]:Y.indptr[i + 1]])
+            lab = ",".join(ids[j] for j in Y.indices[Y.indptr[i]:Y.indptr[i + 1]])
             lo, hi = X.indptr[i], X.indptr[i + 1]
-            feats = " ".join(f"{j}:{v:.6g}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi]))
+            feats = " ".join(f"{j}:{_float32_text(v)}" for j, v in zip(X.indices[lo:hi], X.data[lo:hi]))
             fh.write(f"{lab} {feats}".rstrip() + "\n")
 
 

@@ -27,7 +27,7 @@ def _is_gzip(path: Path) -> bool:
         return fh.read(2) == b"\x1f\x8b"
 
 
-def open_text(path: str | os.PathLike) -> IO[str]:
+def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
     """Open a UTF-8 text file for reading, gunzipping when it is gzip; errors name the file."""
     path = Path(path)
     if not path.exists():
@@ -35,7 +35,29 @@ def open_text(path: str | os.PathLike) -> IO[str]:
     if path.is_dir():
         raise DataFormatError(path, None, "is a folder, expected a data file")
     raw = gzip.open(path, "rb") if _is_gzip(path) else open(path, "rb")
-    return io.TextIOWrapper(raw, encoding="utf-8", newline="")
+    return io.TextIOWrapper(raw, encoding="utf-8", errors=errors, newline="")
+
+
+def _first_bad_utf8_line(path) -> tuple[int, str] | None:
+    """(line number, reason) of the first line that is not valid UTF-8, or None if none is found.
+
+    The strict decoder works on whole chunks, so its error can surface several lines before the
+    offending one is reached; this second pass finds the exact line (same line splitting).
+    """
+    try:
+        with open_text(path, errors="surrogateescape") as fh:
+            for lineno, line in enumerate(fh, 1):
+                try:
+                    line.encode("utf-8")
+                except UnicodeEncodeError:  # only escaped undecodable bytes are unencodable
+                    try:
+                        line.encode("utf-8", "surrogateescape").decode("utf-8")
+                    except UnicodeDecodeError as exc:
+                        return lineno, exc.reason
+                    return lineno, "invalid byte sequence"
+    except (OSError, EOFError):
+        pass
+    return None
 
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
@@ -46,8 +68,11 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
             for lineno, line in enumerate(fh, 1):
                 yield lineno, line.rstrip("\r\n")
     except UnicodeDecodeError as exc:
-        raise DataFormatError(path, lineno + 1, f"not valid UTF-8 ({exc.reason})") from None
-    except (OSError, EOFError) as exc:  # truncated or corrupt gzip stream
+        line, reason = _first_bad_utf8_line(path) or (lineno + 1, exc.reason)
+        raise DataFormatError(path, line, f"not valid UTF-8 ({reason})") from None
+    except EOFError as exc:  # truncated gzip stream: the line where the data stops
+        raise DataFormatError(path, lineno + 1, f"cannot read: {exc}") from None
+    except OSError as exc:  # corrupt gzip stream
         raise DataFormatError(path, lineno + 1 if lineno else None, f"cannot read: {exc}") from None
 
 
@@ -64,14 +89,15 @@ def guess_format(path: str | os.PathLike, fmt: str | None = None) -> str:
         return "npz"
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    for _, line in iter_lines(path):
-        if not line.strip():
-            continue
-        if _XC_HEADER.match(line):
-            return "xc"
-        if line.lstrip().startswith("{"):
-            return "jsonl"
-        return "tsv" if "\t" in line else "text"
+    with contextlib.closing(iter_lines(path)) as lines:  # read one line, close the file now
+        for _, line in lines:
+            if not line.strip():
+                continue
+            if _XC_HEADER.match(line):
+                return "xc"
+            if line.lstrip().startswith("{"):
+                return "jsonl"
+            return "tsv" if "\t" in line else "text"
     return "text"
 
 
@@ -86,19 +112,21 @@ def atomic_output(path: str | os.PathLike, binary: bool = False) -> Iterator[IO]
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the file the usual permissions
     try:
-        if path.name.endswith(".gz"):
-            # mtime=0: the same data gives byte-identical files
-            raw = gzip.GzipFile(tmp, "wb", mtime=0)
-        else:
-            raw = open(tmp, "wb")
-        with raw:
-            if binary:
-                yield raw
+        with open(tmp, "wb") as out:
+            if path.name.endswith(".gz"):
+                # mtime=0 and no file name in the header (the temporary name is random): the same
+                # data gives byte-identical files
+                raw = gzip.GzipFile(filename="", mode="wb", fileobj=out, mtime=0)
             else:
-                fh = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
-                yield fh
-                fh.flush()
-                fh.detach()  # leave closing to ``raw``
+                raw = out
+            with raw:
+                if binary:
+                    yield raw
+                else:
+                    fh = io.TextIOWrapper(raw, encoding="utf-8", newline="\n")
+                    yield fh
+                    fh.flush()
+                    fh.detach()  # leave closing to ``raw``
         os.replace(tmp, path)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):

@@ -12,7 +12,7 @@ import os
 from typing import Iterable, Sequence
 
 from ..errors import DataFormatError, ModelFormatError
-from .io import open_text
+from .io import iter_lines
 
 
 class LabelVocab:
@@ -79,8 +79,11 @@ class LabelVocab:
 
     @classmethod
     def from_json(cls, obj) -> "LabelVocab":
-        if not isinstance(obj, dict) or not isinstance(obj.get("names"), list):
-            raise ModelFormatError("label vocabulary: expected an object with a 'names' list")
+        if not isinstance(obj, dict) or not _is_str_list(obj.get("names")):
+            raise ModelFormatError("label vocabulary: expected an object with a 'names' list of strings")
+        for key in ("display", "texts"):
+            if obj.get(key) is not None and not _is_str_list(obj[key]):
+                raise ModelFormatError(f"label vocabulary: '{key}' must be a list of strings")
         try:
             return cls(obj["names"], display=obj.get("display"), texts=obj.get("texts"))
         except DataFormatError as exc:
@@ -105,16 +108,14 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
     """
     rows: list[tuple[int, list[str]]] = []
     header: list[str] | None = None
-    with open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            if line.startswith("#"):
-                if header is None and not rows:
-                    header = [h.strip().lower() for h in line[1:].split("\t")]
-                continue
-            rows.append((lineno, line.split("\t")))
+    for lineno, line in iter_lines(path):  # bad UTF-8 or gzip: DataFormatError naming the line
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if header is None and not rows:
+                header = [h.strip().lower() for h in line[1:].split("\t")]
+            continue
+        rows.append((lineno, line.split("\t")))
     out: dict[str, tuple[str, str]] = {}
     if header is not None:
         def col(*prefixes: str) -> int | None:
@@ -147,6 +148,10 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
         text = words[1] if len(words) > 1 else name
         out[label] = (name, text)
     return out
+
+
+def _is_str_list(value) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def _is_number(text: str) -> bool:

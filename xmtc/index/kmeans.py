@@ -242,6 +242,17 @@ def _threads(n_threads: int | None) -> int:
     return min(int(n_threads), numba.config.NUMBA_NUM_THREADS)
 
 
+def _int_param(name: str, value, minimum: int) -> int:
+    """``value`` as an int if it is a whole number >= minimum; anything else (None, text, NaN) is a ConfigError."""
+    try:
+        ok = int(value) == value and value >= minimum
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise ConfigError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
 def build_label_tree(label_emb, *, branching: int = 16, max_leaf_size: int = 100, seed: int = 0,
                      max_iter: int = 20, n_threads: int | None = None, spherical: bool = True) -> LabelTree:
     """Cluster labels into a balanced tree by recursive balanced (spherical) k-means; see the module doc.
@@ -249,13 +260,9 @@ def build_label_tree(label_emb, *, branching: int = 16, max_leaf_size: int = 100
     ``label_emb`` is csr or dense ``(L, d)`` (e.g. :func:`xmtc.index.pifa.pifa`); rows are
     L2-normalised first when ``spherical``. ``n_threads=None`` uses numba's default thread count.
     """
-    if int(branching) != branching or branching < 2:
-        raise ConfigError(f"branching must be an integer >= 2, got {branching!r}")
-    if int(max_leaf_size) != max_leaf_size or max_leaf_size < 1:
-        raise ConfigError(f"max_leaf_size must be an integer >= 1, got {max_leaf_size!r}")
-    if int(max_iter) != max_iter or max_iter < 1:
-        raise ConfigError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    branching, max_leaf_size, max_iter = int(branching), int(max_leaf_size), int(max_iter)
+    branching = _int_param("branching", branching, 2)
+    max_leaf_size = _int_param("max_leaf_size", max_leaf_size, 1)
+    max_iter = _int_param("max_iter", max_iter, 1)
     E = _as_embedding(label_emb, spherical)
     L, d = E.shape
     depth = tree_depth(L, branching, max_leaf_size)

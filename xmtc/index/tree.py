@@ -162,6 +162,9 @@ class LabelTree:
             if a.ndim != 1 or a.dtype.kind not in "iu":
                 raise ModelFormatError(f"label tree array {name!r} must be a 1-D integer array,"
                                        f" got dtype {a.dtype} and shape {a.shape}")
+        # int64 from here on: unsigned sizes would turn the level bounds below into floats
+        # (uint64 and int64 mix to float64); an unsigned value above 2**63 wraps negative and is refused
+        sizes = sizes.astype(np.int64)
         if sizes.size == 0 or np.any(sizes < 1):
             raise ModelFormatError(f"label tree level sizes must be positive and non-empty, got {sizes.tolist()}")
         if int(sizes.sum()) != flat.size:
