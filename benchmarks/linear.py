@@ -173,6 +173,8 @@ def parse_args(argv=None):
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per library child")
     ap.add_argument("--featurizer", choices=("xmtc", "sklearn"), default="xmtc",
                     help="TF-IDF implementation whose features every library gets")
+    ap.add_argument("--featurizer-race", action="store_true",
+                    help="also time xmtc's and scikit-learn's TF-IDF on the train texts (fit + transform)")
     ap.add_argument("--reuse-features", action="store_true",
                     help="re-use the .npz features of an earlier run of this dataset/featurizer")
     ap.add_argument("--venv", default=str(HERE / ".venv-peers"), help="the peers' virtual environment")
@@ -202,6 +204,7 @@ def prepare_features(args, out: Path) -> tuple[Path, dict]:
     t0 = time.perf_counter()
     ds = _data.load_dataset(args.data_root, args.dataset)
     load_s = time.perf_counter() - t0
+    race = _data.featurizer_race(ds) if args.featurizer_race and ds.train_texts is not None else None
     name, feat_s = _data.featurize(ds, args.featurizer)
     _data.save_work(ds, work)
     n_train_labels = ds.Y_train.shape[1]
@@ -212,7 +215,7 @@ def prepare_features(args, out: Path) -> tuple[Path, dict]:
             "n_labels_train": n_train_labels, "n_labels_test_only": ds.Y_test.shape[1] - n_train_labels,
             "train_nnz_per_doc": ds.X_train.nnz / max(ds.X_train.shape[0], 1),
             "labels_per_train_doc": ds.Y_train.nnz / max(ds.Y_train.shape[0], 1), "notes": ds.notes,
-            "reused": False}
+            "reused": False, "featurizer_race": race}
     meta_path.write_text(json.dumps(meta, indent=1))
     return work, meta
 
@@ -291,6 +294,11 @@ def main(argv=None) -> int:
     print(f"machine: {machine.get('cpu', '?')}, nproc {machine['nproc']}, RAM {machine.get('ram_gib', '?')} GiB, "
           f"load avg at start {machine['loadavg_at_start'][0]:.2f}; {machine['date']}; threads {args.threads}")
     print(f"features: {meta['featurizer']}, featurize {meta['featurize_s']:.1f} s (not in train s)")
+    race = meta.get("featurizer_race")
+    if race:
+        print(f"TF-IDF race on the {meta['n_train']:,} train texts (fit + transform): xmtc {race['xmtc_s']:.1f} s,"
+              f" scikit-learn {race['sklearn_s']:.1f} s ({race['xmtc_s'] / race['sklearn_s']:.2f}x);"
+              f" features {race['xmtc_n_features']:,} vs {race['sklearn_n_features']:,}")
     print(f"metrics: xmtc.metrics.evaluate for every library; train s includes indexing; predict = whole test set, top {K}, "
           f"wall / n_test; peak RSS = the library's own child process (includes loading the data)")
     print()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import shutil
 import sys
 import time
 from typing import Sequence
@@ -71,6 +72,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--config", help="JSON file with parameters (flat object; explicit flags override it).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format (tsv, jsonl, xc, npz); default: guess.")
     p.add_argument("--label-file", help="Label names/texts file (e.g. yso-finna-en's labels.txt.gz).")
+    p.add_argument("--checkpoint-dir", help="Transformer methods: keep the fine-tuning state here after each"
+                                            " level (default: OUTPUT.checkpoint).")
+    p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
+                                                         " from the last finished level in the checkpoint.")
     _common(p)
     try:
         add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")
@@ -90,6 +95,25 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("test_file")
     p.add_argument("-k", type=int, default=5, help="Largest k for the @k metrics (default: 5).")
     p.add_argument("--json", action="store_true", help="Print one JSON object with the metrics.")
+    p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    _common(p)
+
+    p = sub.add_parser("encode", help="Write the fine-tuned text embeddings of a transformer model (.npy).")
+    p.add_argument("model_dir")
+    p.add_argument("input_file", help="One text per line, or TSV/JSONL (labels ignored).")
+    p.add_argument("-o", "--output", required=True, help="The .npy file to write (float32, one row per text).")
+    p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    _common(p)
+
+    p = sub.add_parser("ensemble", help="Predict or evaluate with several models combined.")
+    p.add_argument("model_dirs", nargs="+", metavar="MODEL_DIR")
+    p.add_argument("--input", required=True, help="Texts to predict, or labelled data with --evaluate.")
+    p.add_argument("--combine", default="average", choices=("average", "rank-average", "sigmoid-average"),
+                   help="How members' scores are combined (default: average).")
+    p.add_argument("-k", type=int, default=5, help="Labels per input (default: 5).")
+    p.add_argument("--evaluate", action="store_true", help="Treat --input as labelled data; print metrics.")
+    p.add_argument("--json", action="store_true", help="With --evaluate: one JSON object.")
+    p.add_argument("-o", "--output", help="Write predictions (JSONL) here instead of stdout.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     _common(p)
 
@@ -121,8 +145,18 @@ def cmd_train(args: argparse.Namespace) -> int:
     log.info("read %d training documents with %d labels in %.1fs", len(ds), ds.Y.shape[1],
              time.perf_counter() - t0)
     model = cls(**config_to_dict(cfg))
-    model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet)
+    fit_kw = {}
+    if args.method != "xr-linear":
+        fit_kw = {"checkpoint_dir": args.checkpoint_dir or f"{args.output.rstrip('/')}.checkpoint",
+                  "resume": args.resume}
+    elif args.resume:
+        raise ConfigError("--resume applies to transformer methods only")
+    model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+    if not getattr(model, "is_main_process_", True):
+        return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
+    if fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
+        shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
     return 0
 
@@ -144,6 +178,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     model = load(args.model_dir)
     inputs = read_inputs(args.input_file, args.fmt)
+    _write_predictions(model, inputs, args)
+    return 0
+
+
+def _write_predictions(model, inputs, args: argparse.Namespace) -> None:
+    """One JSON object a line, in input order: {"labels": [...], "scores": [...]}."""
     idx, scores = model.predict_topk(inputs, args.k, progress=not args.quiet)
     names = model.labels_.names
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
@@ -156,7 +196,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
     finally:
         if out is not sys.stdout:
             out.close()
-    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -165,13 +204,54 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     model = load(args.model_dir)
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
-    ks = sorted({1, 3, 5, args.k} if args.k >= 5 else set(range(1, args.k + 1)))
-    metrics = model.evaluate(ds.inputs, ds.Y, ks=ks, progress=not args.quiet)
-    if args.json:
+    _print_metrics(model.evaluate(ds.inputs, ds.Y, ks=_metric_ks(args.k), progress=not args.quiet), args.json)
+    return 0
+
+
+def _metric_ks(k: int) -> list[int]:
+    return sorted({1, 3, 5, k} if k >= 5 else set(range(1, k + 1)))
+
+
+def _print_metrics(metrics: dict, as_json: bool) -> None:
+    if as_json:
         print(json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
     else:
         for key, val in metrics.items():
             print(f"{key:>12s}  {val:7.2f}")
+
+
+def cmd_encode(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from .data import read_inputs
+    from .data.io import atomic_output
+    from .models import load
+
+    model = load(args.model_dir)
+    if not hasattr(model, "encode"):
+        raise ConfigError(f"{args.model_dir}: a {model.method} model has no text encoder; encode needs a"
+                          " transformer model")
+    texts = read_inputs(args.input_file, args.fmt)
+    if not isinstance(texts, list):
+        raise ConfigError(f"{args.input_file}: encode needs texts, not feature vectors")
+    emb = model.encode(texts, progress=not args.quiet)
+    with atomic_output(args.output, binary=True) as fh:
+        np.save(fh, emb, allow_pickle=False)
+    log.info("wrote %s embeddings of %d texts to %s", emb.shape, emb.shape[0], args.output)
+    return 0
+
+
+def cmd_ensemble(args: argparse.Namespace) -> int:
+    from .data import read_dataset, read_inputs
+    from .models import load
+    from .models.ensemble import Ensemble
+
+    ens = Ensemble([load(d) for d in args.model_dirs], combine=args.combine)
+    if not args.evaluate:
+        _write_predictions(ens, read_inputs(args.input, args.fmt), args)
+        return 0
+    ds = read_dataset(args.input, fmt=args.fmt, labels=ens.labels_, unknown_labels="extend")
+    _print_metrics(ens.evaluate(ds.inputs, ds.Y, ks=_metric_ks(args.k), progress=not args.quiet), args.json)
     return 0
 
 
@@ -191,8 +271,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(examples=args.examples, output=args.output, progress=not args.quiet)
 
 
-COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "info": cmd_info,
-            "demo": cmd_demo}
+COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "encode": cmd_encode,
+            "ensemble": cmd_ensemble, "info": cmd_info, "demo": cmd_demo}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -137,32 +137,32 @@ class Tokenized:
         return [batches[i] for i in order]
 
 
-def encode(model, tokenized: Tokenized, *, pooling: str = "cls", batch_size: int = 128, device="cpu",
-           normalize: bool = False, progress: bool = False, desc: str = "encode") -> np.ndarray:
-    """Embeddings (n, hidden) float32 of all tokenized texts, in input order."""
+def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, pooling: str = "cls",
+           batch_size: int = 128, device="cpu", progress: bool = False, desc: str = "encode") -> np.ndarray:
+    """Embeddings (len(ids), hidden) float32 of the tokenized texts ``ids`` (default: all), in that order.
+
+    Texts are processed in length order (little padding) and put back in place.
+    """
     import torch
     from tqdm.auto import tqdm
 
-    n = len(tokenized)
-    hidden = model.config.hidden_size if hasattr(model, "config") else None
-    out = None
+    ids = np.arange(len(tokenized)) if ids is None else np.asarray(ids, dtype=np.int64)
+    order = np.argsort(tokenized.lengths[ids], kind="stable")
+    out = np.zeros((ids.size, model.config.hidden_size), dtype=np.float32)
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), tqdm(total=n, disable=not progress, desc=desc, unit="text",
-                                          dynamic_ncols=True) as bar:
-            for ids in tokenized.sorted_batches(batch_size):
+        with torch.inference_mode(), tqdm(total=ids.size, disable=not progress, desc=desc, unit="text",
+                                          dynamic_ncols=True, leave=False) as bar:
+            for s in range(0, ids.size, batch_size):
+                pos = order[s:s + batch_size]
                 with autocast(device):
-                    emb = embed(model, tokenized.batch(ids, device), pooling).float()
-                if normalize:
-                    emb = torch.nn.functional.normalize(emb, dim=1)
-                if out is None:
-                    out = np.zeros((n, hidden or emb.shape[1]), dtype=np.float32)
-                out[ids] = emb.cpu().numpy()
-                bar.update(len(ids))
+                    emb = embed(model, tokenized.batch(ids[pos], device), pooling)
+                out[pos] = emb.float().cpu().numpy()
+                bar.update(pos.size)
     finally:
         model.train(was_training)
-    return out if out is not None else np.zeros((0, hidden or 0), dtype=np.float32)
+    return out
 
 
 def autocast(device):

@@ -2,5 +2,7 @@
 
 from .base import XMCModel, estimator_class, load, method_names
 from .xr_linear import XRLinear, XRLinearConfig
+from .xr_transformer import XRTransformer, XRTransformerConfig, XTransformer, XTransformerConfig
 
-__all__ = ["XMCModel", "XRLinear", "XRLinearConfig", "estimator_class", "load", "method_names"]
+__all__ = ["XMCModel", "XRLinear", "XRLinearConfig", "XRTransformer", "XRTransformerConfig", "XTransformer",
+           "XTransformerConfig", "estimator_class", "load", "method_names"]

@@ -33,6 +33,12 @@ def register(cls: type["XMCModel"]) -> type["XMCModel"]:
     """Class decorator: make a method loadable by its manifest name and give it a keyword signature."""
     _REGISTRY[cls.method] = cls
     fields = dataclasses.fields(cls.config_class)
+    inherited = cls.__init__
+
+    def __init__(self, **params: Any):  # a function of its own: subclasses must not share one signature
+        inherited(self, **params)
+
+    cls.__init__ = __init__
     cls.__init__.__signature__ = inspect.Signature(
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
         + [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default) for f in fields])

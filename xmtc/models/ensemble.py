@@ -70,3 +70,74 @@ def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: i
         m = topk_matrix(idx, sc * np.float32(w / total), n_labels)
         acc = m if acc is None else acc + m
     return csr_topk(acc, k)
+
+
+COMBINERS = ("average", "rank-average", "sigmoid-average")
+
+
+def transform_scores(indices: np.ndarray, scores: np.ndarray, combine: str) -> np.ndarray:
+    """Per-member score transform before averaging (X-Transformer's ensembles).
+
+    * ``average``: the scores as they are (members on the same scale, e.g. the same method);
+    * ``rank-average``: ``1 / (rank + 1)``, scale-free, for members whose scores are not comparable;
+    * ``sigmoid-average``: ``sigmoid(score)``, squashing unbounded margins into (0, 1).
+    Padding (-1) stays 0.
+    """
+    if combine == "average":
+        out = np.asarray(scores, dtype=np.float32)
+    elif combine == "rank-average":
+        out = np.broadcast_to(1.0 / np.arange(1, indices.shape[1] + 1, dtype=np.float32), indices.shape)
+    elif combine == "sigmoid-average":
+        out = 1.0 / (1.0 + np.exp(-np.asarray(scores, dtype=np.float64)))
+    else:
+        raise ValueError(f"combine must be one of {', '.join(COMBINERS)}, got {combine!r}")
+    return np.where(indices >= 0, out, 0.0).astype(np.float32)
+
+
+class Ensemble:
+    """Several fitted models with the same labels, predicting together (average / rank / sigmoid average).
+
+    >>> ens = Ensemble([xmtc.load("a"), xmtc.load("b")], combine="rank-average")   # doctest: +SKIP
+    >>> ens.predict(["a text"], k=5)                                              # doctest: +SKIP
+    """
+
+    def __init__(self, models, combine: str = "average", weights=None, k_each: int = 20):
+        from ..errors import ConfigError
+
+        self.models = list(models)
+        if not self.models:
+            raise ConfigError("an ensemble needs at least one model")
+        if combine not in COMBINERS:
+            raise ConfigError(f"combine must be one of {', '.join(COMBINERS)}, got {combine!r}")
+        names = self.models[0].labels_.names
+        for i, m in enumerate(self.models[1:], 2):
+            if m.labels_.names != names:
+                raise ConfigError(f"model {i} has other labels than model 1 ({len(m.labels_)} vs {len(names)});"
+                                  " ensemble members must share their label vocabulary")
+        self.combine = combine
+        self.weights = weights
+        self.k_each = k_each
+        self.labels_ = self.models[0].labels_
+
+    def predict_topk(self, X, k: int = 5, *, progress: bool = False):
+        parts = []
+        for m in self.models:
+            idx, sc = m.predict_topk(X, max(k, self.k_each), progress=progress)
+            parts.append((idx, transform_scores(idx, sc, self.combine)))
+        return average_topk(parts, len(self.labels_), k, self.weights)
+
+    def predict(self, X, k: int = 5, *, progress: bool = False):
+        idx, scores = self.predict_topk(X, k, progress=progress)
+        names = self.labels_.names
+        return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
+
+    def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False) -> dict:
+        from ..metrics import evaluate
+        from .base import as_label_matrix
+
+        first = self.models[0]
+        n = X.shape[0] if sp.issparse(X) else len(X)
+        Y, _ = as_label_matrix(Y, self.labels_, n, unknown_labels="extend")
+        idx, scores = self.predict_topk(X, max(ks), progress=progress)
+        return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=first.label_counts_,
+                        n_train=first.n_train_, coverage=True)

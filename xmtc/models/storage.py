@@ -66,12 +66,21 @@ class ModelWriter:
         parent.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.tmp-", dir=parent))
         self.files: dict[str, str] = {}
+        self.subfolders: list[str] = []
 
     def arrays(self, name: str, arrays: dict[str, np.ndarray]) -> str:
         fname = f"{name}.safetensors"
         _write_arrays(self.tmp / fname, arrays)
         self.files[fname] = ""
         return fname
+
+    def folder(self, name: str) -> Path:
+        """A sub-folder for a stage that writes several files itself (a Hugging Face encoder); every file
+        in it is checksummed into the manifest at commit."""
+        path = self.tmp / name
+        path.mkdir()
+        self.subfolders.append(name)
+        return path
 
     def json(self, name: str, obj: Any) -> str:
         fname = f"{name}.json"
@@ -81,6 +90,10 @@ class ModelWriter:
         return fname
 
     def commit(self, method: str, params: dict, stages: list[dict], extra: dict | None = None) -> Path:
+        for sub in self.subfolders:
+            for path in sorted((self.tmp / sub).rglob("*")):
+                if path.is_file():
+                    self.files[path.relative_to(self.tmp).as_posix()] = ""
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -157,6 +170,15 @@ class ModelReader:
 
     def arrays(self, fname: str) -> dict[str, np.ndarray]:
         return _read_arrays(self._file(fname))
+
+    def subfolder(self, name: str) -> Path:
+        """A stage's sub-folder, after checking every file the manifest lists in it."""
+        listed = [f for f in self.manifest["files"] if f.startswith(name + "/")]
+        if not listed:
+            raise ModelFormatError(f"{self.folder / MANIFEST}: lists no files in {name!r}")
+        for fname in listed:
+            self._file(fname)
+        return self.folder / name
 
     def json(self, fname: str) -> Any:
         path = self._file(fname)

@@ -64,8 +64,10 @@ class XRLinearConfig(TfidfParams):
     kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
     n_trees: int = param(1, "Number of trees (differently seeded indexings) whose scores are averaged.",
                          minimum=1)
-    negatives: str = param("tfn+man", "Hard negatives for each node's classifier: teacher-forced (tfn),"
-                           " matcher-aware (man) or both.", choices=("tfn", "man", "tfn+man"))
+    negatives: str = param("tfn", "Hard negatives for each node's classifier: teacher-forced (tfn),"
+                           " matcher-aware (man) or both. PECOS's default, tfn, measured as accurate as"
+                           " tfn+man on yso-finna-en at a quarter of the training time.",
+                           choices=("tfn", "man", "tfn+man"))
     C_pos: float = param(1.0, "Loss weight (inverse regularisation) for positive examples.", minimum=0.0,
                          exclusive_minimum=True)
     C_neg: float = param(1.0, "Loss weight (inverse regularisation) for negative examples.", minimum=0.0,

