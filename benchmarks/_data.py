@@ -10,6 +10,7 @@ the documents that carry them (dropping them would inflate the ideal-DCG denomin
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -46,29 +47,58 @@ def label_matrices(train_labels: list[list[str]], test_labels: list[list[str]]
     return Y_train, Y_test, np.asarray(full.names)
 
 
-def load_dataset(root: str | os.PathLike, name: str) -> Dataset:
-    """Read ``root/name``: train/test TSV texts, or the ``*_xc`` bag-of-words files."""
+def _pick(n: int, limit: int | None, rng: np.random.Generator) -> np.ndarray | None:
+    """Sorted seeded-random row ids to keep (the files are sorted by text: a head would be biased)."""
+    if limit is None or limit >= n:
+        return None
+    return np.sort(rng.choice(n, size=limit, replace=False))
+
+
+def load_dataset(root: str | os.PathLike, name: str, *, max_train: int | None = None,
+                 max_test: int | None = None, seed: int = 0) -> Dataset:
+    """Read ``root/name``: train/test TSV texts, or the ``*_xc`` bag-of-words files.
+
+    ``max_train``/``max_test`` keep a seeded random sample of that many documents (for smoke tests);
+    the label columns are then those of the kept train documents.
+    """
     folder = Path(root) / name
     if not folder.is_dir():
         available = sorted(p.name for p in Path(root).iterdir() if p.is_dir()) if Path(root).is_dir() else []
         raise FileNotFoundError(f"{folder}: no such dataset folder (available in {root}: "
                                 f"{', '.join(available) or 'none'})")
+    rng = np.random.default_rng(seed)
+    notes = []
+    if max_train is not None or max_test is not None:
+        notes.append(f"seeded random cut (seed {seed}): at most {max_train} train / {max_test} test documents")
     if (folder / "train.txt.gz").exists():
         train = formats.read_tsv(folder / "train.txt.gz")
         test = formats.read_tsv(folder / "test.txt.gz")
-        Y_train, Y_test, names = label_matrices(train.labels, test.labels)
-        return Dataset(name, train.texts, test.texts, Y_train, Y_test, names)
+        tr_texts, tr_labels, te_texts, te_labels = train.texts, train.labels, test.texts, test.labels
+        keep = _pick(len(tr_texts), max_train, rng)
+        if keep is not None:
+            tr_texts, tr_labels = [tr_texts[i] for i in keep], [tr_labels[i] for i in keep]
+        keep = _pick(len(te_texts), max_test, rng)
+        if keep is not None:
+            te_texts, te_labels = [te_texts[i] for i in keep], [te_labels[i] for i in keep]
+        Y_train, Y_test, names = label_matrices(tr_labels, te_labels)
+        return Dataset(name, list(tr_texts), list(te_texts), Y_train, Y_test, names, notes=notes)
     if (folder / "train_xc.txt.gz").exists():
         train = formats.read_xc(folder / "train_xc.txt.gz")
         test = formats.read_xc(folder / "test_xc.txt.gz")
-        X_train, X_test = train.X, test.X
-        Y_train, Y_test, names = label_matrices(train.labels, test.labels)
+        X_train, X_test, tr_labels, te_labels = train.X, test.X, train.labels, test.labels
+        keep = _pick(X_train.shape[0], max_train, rng)
+        if keep is not None:
+            X_train, tr_labels = X_train[keep], [tr_labels[i] for i in keep]
+        keep = _pick(X_test.shape[0], max_test, rng)
+        if keep is not None:
+            X_test, te_labels = X_test[keep], [te_labels[i] for i in keep]
+        Y_train, Y_test, names = label_matrices(tr_labels, te_labels)
         n_feat = max(X_train.shape[1], X_test.shape[1])
         X_train.resize(X_train.shape[0], n_feat)
         X_test.resize(X_test.shape[0], n_feat)
         return Dataset(name, None, None, Y_train, Y_test, names,
                        X_train=normalize_rows(X_train), X_test=normalize_rows(X_test),
-                       notes=["features: the dataset's own bag of words, rows L2-normalised"])
+                       notes=["features: the dataset's own bag of words, rows L2-normalised", *notes])
     raise FileNotFoundError(f"{folder}: neither train.txt.gz nor train_xc.txt.gz found")
 
 
@@ -127,7 +157,11 @@ def _clean(X) -> sp.csr_matrix:
 
 
 def save_work(ds: Dataset, work: str | os.PathLike) -> Path:
-    """Write X/Y train/test as csr float32 .npz (readable by the peers' older scipy)."""
+    """Write X/Y train/test as csr float32 .npz (readable by the peers' older scipy), and the texts.
+
+    Texts (text datasets only) go to ``train_texts.json`` / ``test_texts.json`` (one JSON list each),
+    for the libraries that start from raw text (transformer.py).
+    """
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     for key in ("X_train", "X_test", "Y_train", "Y_test"):
@@ -136,4 +170,10 @@ def save_work(ds: Dataset, work: str | os.PathLike) -> Path:
         mat.indptr = mat.indptr.astype(np.int64) if mat.nnz > np.iinfo(np.int32).max else \
             mat.indptr.astype(np.int32)
         sp.save_npz(work / f"{key}.npz", mat, compressed=False)
+    for split, texts in (("train", ds.train_texts), ("test", ds.test_texts)):
+        path = work / f"{split}_texts.json"
+        if texts is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.write_text(json.dumps(list(texts), ensure_ascii=False), encoding="utf-8")
     return work

@@ -1,8 +1,8 @@
 """Child process of the benchmark: train and predict with ONE library, report times and peak RSS.
 
-Run as ``python _runners.py LIBRARY --work DIR --result FILE.json ...`` by ``linear.py``, with the
-interpreter that has that library (xmtc: the project's; peers: benchmarks/.venv-peers, whose numpy
-and scipy are older). One library per process makes its peak RSS (VmHWM) the peak of that library alone.
+Run as ``python _runners.py LIBRARY --work DIR --result FILE.json ...`` by ``linear.py`` and
+``transformer.py``, with the interpreter that has that library (xmtc: the project's; peers:
+benchmarks/.venv-peers, whose numpy and scipy are older). One library per process makes its peak RSS (VmHWM) the peak of that library alone.
 This file imports nothing but numpy/scipy at the top so that both interpreters can run it.
 
 Exit codes: 0 ok, 3 the library cannot be imported (reported as "not installed"), anything else a
@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
+import logging
 import os
 import re
 import resource
+import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -75,13 +79,24 @@ def _pairs_to_topk(preds: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, sc
 
 
-def _load(work: Path) -> dict[str, sp.csr_matrix]:
+def _load(work: Path, keys=("X_train", "Y_train", "X_test"), texts: bool = False) -> dict:
+    """The shared matrices a library needs (csr float32) and, for text learners, the raw texts."""
     out = {}
-    for key in ("X_train", "Y_train", "X_test"):
+    for key in keys:
         m = sp.load_npz(work / f"{key}.npz").tocsr().astype(np.float32)
         m.sort_indices()
         out[key] = m
+    if texts:
+        for split in ("train", "test"):
+            path = work / f"{split}_texts.json"
+            if not path.exists():
+                raise FileNotFoundError(f"{path}: no texts (a bag-of-words dataset cannot feed a transformer)")
+            out[f"{split}_texts"] = json.loads(path.read_text(encoding="utf-8"))
     return out
+
+
+def _n_test(d: dict) -> int:
+    return len(d["test_texts"]) if "test_texts" in d else d["X_test"].shape[0]
 
 
 # -- one function per library: (data, args) -> (idx, scores, info); sets times via the timer ----------
@@ -268,6 +283,148 @@ def run_napkinxc(d, args, timer: Timer):
 RUNNERS = {"xmtc": run_xmtc, "pecos": run_pecos, "omikuji": run_omikuji, "napkinxc": run_napkinxc}
 
 
+# -- XR-Transformer: xmtc and PECOS with the same shared settings (transformer.py passes --shared) ---------
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) \
+            else value
+    return out
+
+
+def run_xmtc_xrt(d, args, timer: Timer):
+    """xmtc.XRTransformer on the raw texts (it computes its own TF-IDF with the shared settings)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        import torch
+        import xmtc
+        from xmtc import XRTransformer
+    except ImportError as exc:
+        raise NotInstalled(f"xmtc.XRTransformer not importable: {exc}") from exc
+    sh = args.shared
+    params = {"encoder": sh["encoder"], "max_length": sh["max_length"], "epochs": sh["epochs"],
+              "branching": sh["nr_splits"], "max_leaf_size": sh["max_leaf_size"], "beam_size": sh["beam_size"],
+              "shortlist_topk": sh["beam_size"], "batch_size": sh["batch_size"],
+              "encode_batch_size": sh["encode_batch_size"], "max_match_clusters": sh["max_match_clusters"],
+              "negatives": sh["negatives"], "seed": args.seed, "n_threads": args.threads, "device": "cpu",
+              **args.params}
+    torch.set_num_threads(args.threads)
+    model = XRTransformer(**params)
+    # Y's columns are the harness's label columns, so the predicted ids need no mapping
+    timer.run("train_s", model.fit, d["train_texts"], d["Y_train"], progress=False)
+    idx, sc = timer.run("predict_s", model.predict_topk, d["test_texts"], k=args.k)
+    peak = peak_rss_mb()  # before the check below, which is not part of using the model
+    # the PIFA tree is built on xmtc's own TF-IDF of the texts: check it equals the shared matrix PECOS gets
+    X_shared = sp.load_npz(Path(args.work) / "X_test.npz").tocsr()
+    F = model.featurizer_.transform(d["test_texts"]).tocsr()
+    same_shape = F.shape == X_shared.shape
+    diff = float(abs(F - X_shared).max()) if same_shape else None
+    info = {"version": getattr(xmtc, "__version__", "?"), "torch": torch.__version__,
+            "transformers": __import__("transformers").__version__,
+            "params": model.get_params(), "params_passed": params,
+            "tree": model.models_[0].level_sizes, "finetuned_levels": sorted(int(k) for k in model.heads_),
+            "n_features_tfidf_plus_emb": int(model.n_features_),
+            "tfidf_check": {"same_shape_as_shared": same_shape, "max_abs_diff_test": diff,
+                            "xmtc_shape": list(F.shape), "shared_shape": list(X_shared.shape)},
+            "peak_rss_mb": peak, "torch_threads": torch.get_num_threads()}
+    return np.asarray(idx), np.asarray(sc), info
+
+
+def pecos_xrt_settings(sh: dict, threads: int, seed: int, k: int) -> dict:
+    """PECOS XR-Transformer parameters for the shared settings: the overrides of its defaults, by place."""
+    neg = sh["negatives"]
+    indexer = {"nr_splits": sh["nr_splits"], "max_leaf_size": sh["max_leaf_size"], "seed": seed,
+               "threads": threads}
+    return {
+        "train_params": {
+            "preliminary_indexer_params": dict(indexer),  # PIFA on X_feat (the shared TF-IDF), inside train()
+            "refined_indexer_params": dict(indexer),      # only used when fix_clustering is false
+            "matcher_params_chain": {
+                "model_shortcut": sh["encoder"],          # a local folder: AutoConfig/from_pretrained load it
+                "num_train_epochs": sh["epochs"],
+                "batch_size": sh["batch_size"],
+                "negative_sampling": neg,                 # tfn+man = xmtc's shortlist (positives + top-k children)
+                "use_gpu": False,
+                "batch_gen_workers": threads,             # DataLoader worker processes (0 would crash: see README)
+            },
+            "ranker_params": {"nr_splits": sh["nr_splits"],
+                              "hlm_args": {"neg_mining_chain": neg, "model_chain": {"threads": threads}}},
+            "fix_clustering": True,                       # rankers on the same PIFA(TF-IDF) tree, as xmtc
+            "max_match_clusters": sh["max_match_clusters"],
+        },
+        "pred_params": {"matcher_params_chain": {"truncate_length": sh["max_length"]}},
+        "train_kwargs": {"threads": threads, "beam_size": sh["beam_size"]},
+        "predict_kwargs": {"only_topk": k, "beam_size": sh["beam_size"], "threads": threads,
+                           "batch_size": sh["encode_batch_size"], "batch_gen_workers": threads, "use_gpu": False},
+    }
+
+
+def run_pecos_xrt(d, args, timer: Timer):
+    """PECOS XR-Transformer (libpecos 1.2.8): XTransformer.train on MLProblemWithText(texts, Y, X_feat)."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        import pecos
+        import torch
+        import transformers
+        from pecos.utils import torch_util
+        from pecos.xmc.xtransformer.model import XTransformer
+        from pecos.xmc.xtransformer.module import MLProblemWithText
+    except ImportError as exc:
+        raise NotInstalled(f"PECOS XR-Transformer not importable: {exc}") from exc
+    unknown = set(args.params) - {"train_params", "pred_params", "train_kwargs", "predict_kwargs"}
+    if unknown:
+        raise ValueError(f"--pecos-params: unknown keys {sorted(unknown)} "
+                         "(train_params, pred_params, train_kwargs, predict_kwargs)")
+    passed = _deep_merge(pecos_xrt_settings(args.shared, args.threads, args.seed, args.k), args.params)
+    defaults_train = XTransformer.TrainParams.from_dict({}, recursive=True).to_dict()
+    defaults_pred = XTransformer.PredParams.from_dict({}, recursive=True).to_dict()
+    train_params = XTransformer.TrainParams.from_dict(_deep_merge(defaults_train, passed["train_params"]))
+    pred_params = XTransformer.PredParams.from_dict(_deep_merge(defaults_pred, passed["pred_params"]))
+    torch.set_num_threads(args.threads)
+    torch_util.set_seed(args.seed)
+
+    def train():
+        prob = MLProblemWithText(d["train_texts"], d["Y_train"], X_feat=d["X_train"])
+        return XTransformer.train(prob, clustering=None, train_params=train_params, pred_params=pred_params,
+                                  **passed["train_kwargs"])
+
+    def fit_predict():
+        model = timer.run("train_s", train)
+        P = timer.run("predict_s", model.predict, d["test_texts"], X_feat=d["X_test"], **passed["predict_kwargs"])
+        info = {"version": getattr(pecos, "__version__", "?"), "torch": torch.__version__,
+                "transformers": transformers.__version__, "torch_threads": torch.get_num_threads(),
+                "params_passed": passed,
+                "train_params_effective": train_params.to_dict(with_meta=False),
+                "pred_params_effective": pred_params.to_dict(with_meta=False),
+                "model_pred_params": model.get_pred_params().to_dict(with_meta=False)}
+        try:  # informative only: never lose a finished run over it
+            chain = model.concat_model.model.model_chain
+            info["ranker_tree"] = [int(m.nr_labels) for m in chain]
+            info["n_features_tfidf_plus_emb"] = int(model.concat_model.model.nr_features)
+        except Exception as exc:  # noqa: BLE001
+            info["ranker_tree"] = f"unavailable: {exc}"
+        return P, info
+
+    # PECOS keeps its tokenized texts and encoder checkpoints in temporary folders (a killed run leaves
+    # them behind): give them one folder of their own, removed at the end. It must be a short path: the
+    # DataLoader workers' AF_UNIX sockets live under it too (under a deep folder they fail and PECOS hangs).
+    tmp = tempfile.mkdtemp(prefix="xmtc-bench-pecos-xrt-")
+    print(f"PECOS temporary files: {tmp}", file=sys.stderr, flush=True)
+    tempfile.tempdir = tmp
+    try:
+        P, info = fit_predict()
+    finally:
+        tempfile.tempdir = None
+        gc.collect()  # the model is gone: its TemporaryDirectory objects remove their own folders first
+        shutil.rmtree(tmp, ignore_errors=True)
+    idx, sc = topk_from_csr(P, args.k)
+    return idx, sc, info
+
+
+RUNNERS.update({"xmtc-xrt": run_xmtc_xrt, "pecos-xrt": run_pecos_xrt})
+NEEDS = {"xmtc-xrt": (("Y_train",), True), "pecos-xrt": (("X_train", "Y_train", "X_test"), True)}
+
+
 def run_xmtc_latency(args) -> dict:
     """Single-text latency of a saved + loaded xmtc model, texts in, label names out.
 
@@ -333,6 +490,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-root", help="xmtc-latency only")
     ap.add_argument("--dataset", help="xmtc-latency only")
     ap.add_argument("--latency-n", type=int, default=1000)
+    ap.add_argument("--shared", type=json.loads, default={},
+                    help="transformer.py: the settings both XR-Transformers get (encoder, max_length, ...)")
     args = ap.parse_args(argv)
     Path(args.scratch).mkdir(parents=True, exist_ok=True)
     result_path = Path(args.result)
@@ -342,20 +501,22 @@ def main(argv=None) -> int:
         else:
             timer = Timer()
             t0 = time.perf_counter()
-            data = _load(Path(args.work))
+            keys, texts = NEEDS.get(args.library, (("X_train", "Y_train", "X_test"), False))
+            data = _load(Path(args.work), keys, texts)
             load_s = time.perf_counter() - t0
             rss_after_load = peak_rss_mb()
             idx, sc, info = RUNNERS[args.library](data, args, timer)
-            n_test = data["X_test"].shape[0]
+            n_test = _n_test(data)
             if idx.shape != (n_test, args.k):
                 raise RuntimeError(f"{args.library} returned predictions of shape {idx.shape}, "
                                    f"expected ({n_test}, {args.k})")
             np.savez(result_path.with_suffix(".npz"), indices=idx.astype(np.int32),
                      scores=sc.astype(np.float32))
+            peak = info.pop("peak_rss_mb", None) or peak_rss_mb()  # a runner may measure it before extra checks
             result = {"library": args.library, **info, **timer.times, "load_s": load_s,
                       "n_test": int(n_test),
                       "predict_ms_per_doc": 1e3 * timer.times["predict_s"] / max(n_test, 1),
-                      "peak_rss_mb": peak_rss_mb(), "rss_after_data_load_mb": rss_after_load,
+                      "peak_rss_mb": peak, "rss_after_data_load_mb": rss_after_load,
                       "ru_maxrss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
                       "threads": args.threads, "python": sys.version.split()[0],
                       "numpy": np.__version__, "scipy": __import__("scipy").__version__}

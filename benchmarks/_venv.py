@@ -7,6 +7,13 @@ leaves the others usable, and the table says "not installed" for it instead of c
 libpecos is installed with --no-deps: its declared dependencies (torch, transformers, peft,
 datasets, ...) serve only XR-Transformer and add ~6 GB (CUDA wheels); XR-Linear imports only
 numpy, scipy and scikit-learn, which are installed explicitly.
+
+"pecos-xrt" (PECOS XR-Transformer, for transformer.py) adds what ``pecos.xmc.xtransformer`` imports
+at run time: torch and transformers (which pulls tokenizers, safetensors, huggingface-hub). torch is
+pinned to 2.13.0, the CPU build this machine keeps on disk (an unpinned torch resolves to a multi-GB
+CUDA build); transformers to 4.49.0, the last release that still has ``transformers.AdamW`` and
+``transformers.modeling_utils.SequenceSummary``, which PECOS 1.2.8 imports. peft, datasets and
+sentencepiece are not needed by xtransformer and stay out.
 """
 
 from __future__ import annotations
@@ -23,6 +30,8 @@ PEERS: dict[str, list[list[str]]] = {
     "pecos": [[*BASE, "scikit-learn"], ["--no-deps", "libpecos==1.2.8"]],
     "omikuji": [[*BASE, "omikuji==0.5.2"]],
     "napkinxc": [[*BASE, "napkinxc==0.7.2"]],
+    "pecos-xrt": [[*BASE, "scikit-learn"], ["--no-deps", "libpecos==1.2.8"],
+                  [*BASE, "torch==2.13.0", "transformers==4.49.0"]],
 }
 MARKER = ".xmtc-bench-installed.json"
 

@@ -16,14 +16,8 @@ import argparse
 import datetime as _dt
 import json
 import os
-import platform
-import signal
-import subprocess
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -31,125 +25,22 @@ sys.path.insert(0, str(HERE))
 if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
-import _data  # noqa: E402
+import _common  # noqa: E402
 import _venv  # noqa: E402
+from _common import K, METRIC_KEYS, machine_info, prepare_features, run_child  # noqa: E402,F401
 
 LIBRARIES = ("xmtc", "pecos", "omikuji", "napkinxc")
 DISPLAY = {"xmtc": "xmtc XR-Linear", "pecos": "PECOS XR-Linear 1.2.8",
            "omikuji": "omikuji 0.5.2", "napkinxc": "napkinXC 0.7.2 PLT"}
-METRIC_KEYS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@5")
-K = 5
-
-
-def machine_info() -> dict:
-    info = {"date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-            "cpu_count": os.cpu_count(), "platform": platform.platform(),
-            "python": sys.version.split()[0], "loadavg_at_start": list(os.getloadavg())}
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                info["cpu"] = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal"):
-                info["ram_gib"] = round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    return info
-
-
-def child_env(threads: int, with_repo: bool) -> dict:
-    env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-                "RAYON_NUM_THREADS"):
-        env[var] = str(threads)
-    env["PYTHONHASHSEED"] = "0"
-    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
-    if with_repo:
-        paths.insert(0, str(REPO))
-    env["PYTHONPATH"] = os.pathsep.join(paths)
-    return env
-
-
-def run_child(python: str, lib: str, extra: list[str], work: Path, logs: Path, timeout: float,
-              threads: int) -> tuple[dict | None, str | None]:
-    """Run one library's child; return (result, None) or (None, short problem for the table)."""
-    result = logs / f"{lib}.json"
-    for stale in (result, result.with_suffix(".npz")):
-        stale.unlink(missing_ok=True)
-    log_path = logs / f"{lib}.log"
-    cmd = [python, str(HERE / "_runners.py"), lib, "--work", str(work), "--result", str(result),
-           "--scratch", str(work / "scratch" / lib), "--threads", str(threads), "--k", str(K), *extra]
-    t0 = time.perf_counter()
-    with open(log_path, "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), start_new_session=True,
-                                env=child_env(threads, with_repo=lib.startswith("xmtc")))
-        try:
-            rc = proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)  # the child's own session: it and nothing else
-            proc.wait()
-            return None, f"timeout after {timeout:.0f} s (log: {log_path})"
-    wall = time.perf_counter() - t0
-    tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
-    if rc == 3:
-        msg = next((ln for ln in tail if ln.startswith("NOT INSTALLED")), "NOT INSTALLED")
-        what = "unavailable" if lib.startswith("xmtc") else "not installed"
-        return None, f"{what}: " + msg.split(":", 1)[-1].strip()
-    if rc != 0 or not result.exists():
-        return None, f"failed (exit {rc}): {(tail or ['no output'])[-1][:160]} (log: {log_path})"
-    res = json.loads(result.read_text())
-    res["child_wall_s"] = wall
-    return res, None
-
-
-def fmt(x, nd=2):
-    if x is None:
-        return "–"
-    if isinstance(x, float) and (np.isnan(x) or np.isinf(x)):
-        return "–"
-    return f"{x:,.{nd}f}"
-
-
-def ratio(a, b):
-    if a is None or b is None or not b:
-        return None
-    return a / b
 
 
 def render_table(rows: list[dict]) -> str:
     """Markdown table: one row per library plus the xmtc / PECOS ratio row."""
-    head = ["library", "train s", "predict ms/doc", "peak RSS MB", *METRIC_KEYS, "note"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    by_lib = {r["library"]: r for r in rows}
-    for r in rows:
-        if r.get("problem"):
-            lines.append(f"| {DISPLAY[r['library']]} | " + " | ".join(["–"] * (len(head) - 2))
-                         + f" | {r['problem']} |")
-            continue
-        m = r["metrics"]
-        lines.append("| " + " | ".join([DISPLAY[r["library"]], fmt(r["train_s"]), fmt(r["predict_ms_per_doc"], 3),
-                                        fmt(r["peak_rss_mb"], 0), *[fmt(m.get(k)) for k in METRIC_KEYS],
-                                        r.get("note", "")]) + " |")
-    x, p = by_lib.get("xmtc"), by_lib.get("pecos")
-    if x and p and not x.get("problem") and not p.get("problem"):
-        cells = [ratio(x["train_s"], p["train_s"]), ratio(x["predict_ms_per_doc"], p["predict_ms_per_doc"]),
-                 ratio(x["peak_rss_mb"], p["peak_rss_mb"]),
-                 *[ratio(x["metrics"].get(k), p["metrics"].get(k)) for k in METRIC_KEYS]]
-        lines.append("| **xmtc / PECOS** | " + " | ".join(f"{c:.2f}×" if c is not None else "–" for c in cells)
-                     + " | ratio (<1 is faster/smaller; >1 is more accurate) |")
-    return "\n".join(lines)
+    return _common.render_table(rows, DISPLAY, ("xmtc", "pecos"), "xmtc / PECOS")
 
 
 def ratios(rows: list[dict]) -> dict | None:
-    by_lib = {r["library"]: r for r in rows if not r.get("problem")}
-    x, p = by_lib.get("xmtc"), by_lib.get("pecos")
-    if not (x and p):
-        return None
-    out = {key: ratio(x[key], p[key]) for key in ("train_s", "predict_ms_per_doc", "peak_rss_mb")}
-    out.update({k: ratio(x["metrics"].get(k), p["metrics"].get(k)) for k in METRIC_KEYS})
-    return out
+    return _common.ratios(rows, ("xmtc", "pecos"))
 
 
 def parse_args(argv=None):
@@ -170,6 +61,10 @@ def parse_args(argv=None):
                     help="omikuji has only a per-text predict: run it on --threads Python threads or in one")
     ap.add_argument("--threads", type=int, default=2, help="threads for every library")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-train", type=int, default=None,
+                    help="keep a seeded random sample of this many train documents (smoke tests)")
+    ap.add_argument("--max-test", type=int, default=None,
+                    help="keep a seeded random sample of this many test documents (smoke tests)")
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per library child")
     ap.add_argument("--featurizer", choices=("xmtc", "sklearn"), default="xmtc",
                     help="TF-IDF implementation whose features every library gets")
@@ -191,37 +86,9 @@ def parse_args(argv=None):
     return args
 
 
-def prepare_features(args, out: Path) -> tuple[Path, dict]:
-    """Load + featurize once (or re-use), write the shared .npz files; return (work dir, meta)."""
-    work = out / "work" / args.dataset
-    meta_path = work / "meta.json"
-    if args.reuse_features and meta_path.exists() and all((work / f"{k}.npz").exists()
-                                                         for k in ("X_train", "X_test", "Y_train", "Y_test")):
-        meta = json.loads(meta_path.read_text())
-        if args.featurizer == meta.get("featurizer_choice"):
-            meta["reused"] = True
-            return work, meta
-    t0 = time.perf_counter()
-    ds = _data.load_dataset(args.data_root, args.dataset)
-    load_s = time.perf_counter() - t0
-    race = _data.featurizer_race(ds) if args.featurizer_race and ds.train_texts is not None else None
-    name, feat_s = _data.featurize(ds, args.featurizer)
-    _data.save_work(ds, work)
-    n_train_labels = ds.Y_train.shape[1]
-    meta = {"dataset": args.dataset, "data_root": str(Path(args.data_root).resolve()),
-            "featurizer": name, "featurizer_choice": "xmtc" if name.startswith("xmtc") else
-            ("sklearn" if "scikit" in name else "none"), "featurize_s": feat_s, "read_s": load_s,
-            "n_train": ds.Y_train.shape[0], "n_test": ds.Y_test.shape[0], "n_features": ds.X_train.shape[1],
-            "n_labels_train": n_train_labels, "n_labels_test_only": ds.Y_test.shape[1] - n_train_labels,
-            "train_nnz_per_doc": ds.X_train.nnz / max(ds.X_train.shape[0], 1),
-            "labels_per_train_doc": ds.Y_train.nnz / max(ds.Y_train.shape[0], 1), "notes": ds.notes,
-            "reused": False, "featurizer_race": race}
-    meta_path.write_text(json.dumps(meta, indent=1))
-    return work, meta
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
+    _common.exit_on_sigterm()
     out = Path(args.out)
     (out / "work").mkdir(parents=True, exist_ok=True)
     machine = machine_info()
@@ -239,15 +106,9 @@ def main(argv=None) -> int:
     peers = [lib for lib in args.libraries if lib != "xmtc"]
     problems = _venv.ensure_peers(Path(args.venv), peers, install=not args.no_install) if peers else {}
     peer_python = str(_venv.venv_python(Path(args.venv)))
-    logs = out / "work" / args.dataset / "logs"
+    logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    from xmtc.metrics import evaluate
-
-    import scipy.sparse as sp
-    Y_test = sp.load_npz(work / "Y_test.npz").tocsr()
-    Y_train = sp.load_npz(work / "Y_train.npz").tocsr()
-    counts = np.zeros(Y_test.shape[1], dtype=np.int64)
-    counts[: Y_train.shape[1]] = Y_train.getnnz(axis=0)
+    score = _common.Scorer(work)
 
     rows: list[dict] = []
     for lib in args.libraries:
@@ -265,10 +126,7 @@ def main(argv=None) -> int:
             rows.append({"library": lib, "problem": problem})
             print(f"[{lib}] {problem}", flush=True)
             continue
-        pred = np.load(logs / f"{lib}.npz")
-        res["metrics"] = {k: float(v) for k, v in evaluate(
-            Y_test, (pred["indices"], pred["scores"]), ks=(1, 3, 5), train_label_counts=counts,
-            n_train=Y_train.shape[0]).items()}
+        res["metrics"] = score(logs / f"{lib}.npz")
         if lib == "omikuji":
             res["note"] = res.get("predict_api", "")
         rows.append(res)
@@ -289,10 +147,8 @@ def main(argv=None) -> int:
                 latency = {"problem": problem}
 
     print()
-    print(f"## {args.dataset}: {meta['n_train']:,} train / {meta['n_test']:,} test, "
-          f"{meta['n_features']:,} features, {meta['n_labels_train']:,} labels")
-    print(f"machine: {machine.get('cpu', '?')}, nproc {machine['nproc']}, RAM {machine.get('ram_gib', '?')} GiB, "
-          f"load avg at start {machine['loadavg_at_start'][0]:.2f}; {machine['date']}; threads {args.threads}")
+    print(_common.dataset_line(meta))
+    print(_common.machine_line(machine, args.threads))
     print(f"features: {meta['featurizer']}, featurize {meta['featurize_s']:.1f} s (not in train s)")
     race = meta.get("featurizer_race")
     if race:

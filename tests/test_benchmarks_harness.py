@@ -192,3 +192,111 @@ def test_single_text_latency_child(fake_xmtc, tmp_path):
     res = json.loads(result.read_text())
     assert res["n"] == 25 and 0 < res["p50_ms"] <= res["p99_ms"] <= res["max_ms"]
     assert res["example"]["labels"][0][0] == "c"  # label names come back, most frequent first
+
+
+# -- transformer.py: dataset cut, texts for the children, PECOS parameter mapping, table -----------------
+def _toy_text_dataset(root: Path, n_train=40, n_test=30) -> None:
+    (root / "toy").mkdir(parents=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        with gzip.open(root / "toy" / f"{split}.txt.gz", "wt", encoding="utf-8") as fh:
+            fh.writelines(f"{'abc'[i % 3]},d\ttext number {i} é\n" for i in range(n))
+
+
+def test_dataset_cut_is_seeded_random_and_texts_are_written(tmp_path):
+    _toy_text_dataset(tmp_path / "data")
+    ds = _data.load_dataset(tmp_path / "data", "toy", max_train=10, max_test=5, seed=1)
+    again = _data.load_dataset(tmp_path / "data", "toy", max_train=10, max_test=5, seed=1)
+    assert len(ds.train_texts) == 10 and len(ds.test_texts) == 5 and ds.Y_train.shape[0] == 10
+    assert ds.train_texts == again.train_texts and ds.train_texts != [f"text number {i} é" for i in range(10)]
+    assert ds.Y_test.shape[0] == 5 and any("cut" in n for n in ds.notes)
+    full = _data.load_dataset(tmp_path / "data", "toy")
+    assert len(full.train_texts) == 40 and not full.notes
+    _data.featurize(ds)
+    work = _data.save_work(ds, tmp_path / "work")
+    import json
+    assert json.loads((work / "train_texts.json").read_text(encoding="utf-8")) == ds.train_texts
+    d = _runners._load(work, ("Y_train",), texts=True)
+    assert d["test_texts"] == ds.test_texts and "X_train" not in d and _runners._n_test(d) == 5
+
+
+def test_pecos_xrt_settings_carry_every_shared_setting():
+    shared = {"encoder": "/m", "max_length": 32, "epochs": 1, "batch_size": 32, "encode_batch_size": 128,
+              "nr_splits": 16, "max_leaf_size": 100, "beam_size": 10, "max_match_clusters": 32768,
+              "negatives": "tfn+man"}
+    s = _runners.pecos_xrt_settings(shared, threads=2, seed=0, k=5)
+    tp = s["train_params"]
+    assert tp["preliminary_indexer_params"] == {"nr_splits": 16, "max_leaf_size": 100, "seed": 0, "threads": 2}
+    m = tp["matcher_params_chain"]
+    assert (m["model_shortcut"], m["num_train_epochs"], m["batch_size"], m["negative_sampling"], m["use_gpu"]) == \
+        ("/m", 1, 32, "tfn+man", False)
+    assert m["batch_gen_workers"] == 2  # never 0: PECOS 1.2.8 also uses it as sparse_matmul threads (SIGFPE)
+    assert tp["ranker_params"]["hlm_args"] == {"neg_mining_chain": "tfn+man", "model_chain": {"threads": 2}}
+    assert tp["fix_clustering"] is True and tp["max_match_clusters"] == 32768
+    assert s["pred_params"]["matcher_params_chain"]["truncate_length"] == 32
+    assert s["train_kwargs"] == {"threads": 2, "beam_size": 10}
+    assert s["predict_kwargs"]["only_topk"] == 5 and s["predict_kwargs"]["beam_size"] == 10
+    merged = _runners._deep_merge(s, {"train_params": {"fix_clustering": False,
+                                                       "matcher_params_chain": {"learning_rate": 5e-5}}})
+    assert merged["train_params"]["fix_clustering"] is False
+    assert merged["train_params"]["matcher_params_chain"]["learning_rate"] == 5e-5
+    assert merged["train_params"]["matcher_params_chain"]["num_train_epochs"] == 1  # siblings kept
+    assert s["train_params"]["fix_clustering"] is True  # the input is not mutated
+
+
+def test_transformer_table_ratio_row_is_xmtc_xrt_over_pecos_xrt():
+    import transformer
+    m = {"P@1": 40.0, "P@3": 20.0, "P@5": 12.0, "nDCG@5": 38.0, "PSP@5": 30.0}
+    rows = [{"library": "xmtc-xrt", "train_s": 500.0, "predict_ms_per_doc": 2.0, "peak_rss_mb": 1000.0,
+             "metrics": m},
+            {"library": "pecos-xrt", "train_s": 1000.0, "predict_ms_per_doc": 4.0, "peak_rss_mb": 2000.0,
+             "metrics": m},
+            {"library": "xmtc", "train_s": 1.0, "predict_ms_per_doc": 0.1, "peak_rss_mb": 100.0, "metrics": m}]
+    table = transformer.render_table(rows)
+    ratio_line = [ln for ln in table.splitlines() if ln.startswith("| **xmtc / PECOS**")][0]
+    assert ratio_line.count("0.50×") == 3 and ratio_line.count("1.00×") == 5
+    assert "| xmtc XR-Linear (reference" in table
+    assert transformer.ratios(rows)["train_s"] == pytest.approx(0.5)
+
+
+class _FakeXRTransformer(_FakeXRLinear):
+    """Stands in for xmtc.XRTransformer: texts in, its own TF-IDF, most frequent labels out."""
+
+    def fit(self, texts, Y, progress=True):
+        from xmtc.features.tfidf import TfidfFeaturizer  # the real one: the runner checks it against the shared
+
+        assert isinstance(texts, list) and isinstance(texts[0], str) and sp.issparse(Y)
+        self.featurizer_ = TfidfFeaturizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        self.featurizer_.fit_transform(texts)
+        self.heads_, self.n_features_ = {0: None, 1: None}, 7
+        self.models_ = [type("M", (), {"level_sizes": [2, Y.shape[1]]})()]
+        return super().fit(texts, Y)
+
+
+def test_xmtc_xrt_child_reads_texts_and_checks_the_tfidf(tmp_path, monkeypatch):
+    import json
+    import types
+
+    import xmtc.features.tfidf  # noqa: F401  (imported before xmtc is faked below)
+    _toy_text_dataset(tmp_path / "data")
+    ds = _data.load_dataset(tmp_path / "data", "toy")
+    _data.featurize(ds)
+    work = _data.save_work(ds, tmp_path / "work")
+    mod = types.ModuleType("xmtc")
+    mod.XRTransformer, mod.__version__ = _FakeXRTransformer, "fake"
+    mod.__path__ = sys.modules["xmtc"].__path__  # xmtc.features.* stays importable
+    monkeypatch.setitem(sys.modules, "xmtc", mod)
+    result = tmp_path / "xrt.json"
+    shared = {"encoder": "/m", "max_length": 32, "epochs": 1, "batch_size": 32, "encode_batch_size": 128,
+              "nr_splits": 16, "max_leaf_size": 100, "beam_size": 10, "max_match_clusters": 32768,
+              "negatives": "tfn+man"}
+    rc = _runners.main(["xmtc-xrt", "--work", str(work), "--result", str(result), "--scratch", str(tmp_path / "s"),
+                        "--threads", "1", "--shared", json.dumps(shared), "--params", '{"epochs": 2}'])
+    assert rc == 0
+    res = json.loads(result.read_text())
+    assert res["params"]["encoder"] == "/m" and res["params"]["epochs"] == 2 and res["params"]["device"] == "cpu"
+    assert res["params"]["branching"] == 16 and res["params"]["n_threads"] == 1
+    assert res["tfidf_check"] == {"same_shape_as_shared": True, "max_abs_diff_test": 0.0,
+                                  "xmtc_shape": [30, ds.X_test.shape[1]], "shared_shape": [30, ds.X_test.shape[1]]}
+    assert res["n_test"] == 30 and res["tree"] == [2, 4]
+    pred = np.load(result.with_suffix(".npz"))
+    assert pred["indices"].shape == (30, 5)

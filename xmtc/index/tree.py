@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError, ModelFormatError
 
-__all__ = ["LabelTree"]
+__all__ = ["LabelTree", "binarized"]
 
 
 def _parent_matrix(parents: np.ndarray, n_parents: int) -> sp.csr_matrix:
@@ -33,7 +33,8 @@ def _parent_matrix(parents: np.ndarray, n_parents: int) -> sp.csr_matrix:
     return C
 
 
-def _binarized(M: sp.spmatrix) -> sp.csr_matrix:
+def binarized(M: sp.spmatrix) -> sp.csr_matrix:
+    """csr float32 with 1.0 where ``M`` is non-zero (duplicates summed first, explicit zeros dropped)."""
     M = sp.csr_matrix(M)
     M.sum_duplicates()
     M.eliminate_zeros()
@@ -63,7 +64,7 @@ class LabelTree:
             if C.shape[1] != n_parents:
                 raise ConfigError(f"tree level {t} has shape {C.shape}; expected {n_parents} columns"
                                   f" (the number of nodes one level up)")
-            C = _binarized(C)
+            C = binarized(C)
             if C.shape[0] == 0 or np.any(np.diff(C.indptr) != 1):
                 raise ConfigError(f"tree level {t}: every node needs exactly one parent (one non-zero per row)")
             parents.append(C.indices.astype(np.int32))
@@ -139,9 +140,9 @@ class LabelTree:
             Y = sp.csr_matrix(np.asarray(Y))
         if Y.ndim != 2 or Y.shape[1] != self.n_labels:
             raise ConfigError(f"Y has shape {Y.shape}; the tree has {self.n_labels} labels")
-        targets = [_binarized(Y)]
+        targets = [binarized(Y)]
         for C in reversed(self._chain[1:]):
-            targets.insert(0, _binarized(targets[0] @ C))
+            targets.insert(0, binarized(targets[0] @ C))
         return targets
 
     # --- storage ---------------------------------------------------------------------------------------

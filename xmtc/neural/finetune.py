@@ -9,7 +9,7 @@ top-k nodes that shape the next level's shortlist and the embeddings the next he
 A single level with a random head is X-Transformer's fine-tuning.
 
 Optimisation per level: AdamW (separate learning rates for the encoder and the head), linear warm-up
-then linear decay, gradient accumulation and clipping, bf16 autocast on CUDA. Under torchrun the
+then linear decay, gradient accumulation and clipping, bf16 autocast on CUDA and on CPUs with native bf16. Under torchrun the
 matcher is wrapped in DistributedDataParallel (:mod:`xmtc.neural.distributed`).
 """
 
@@ -49,7 +49,8 @@ class FinetuneSettings:
     neg_weight: float = 1.0
     shortlist_topk: int = 10
     bootstrap: str = "linear"
-    pooling: str = "cls"
+    pooling: str = "mean"
+    precision: str = "auto"
     encode_batch_size: int = 128
     seed: int = 0
 
@@ -134,7 +135,8 @@ def embed_all(encoder, tokenized: Tokenized, settings: FinetuneSettings, device,
     """Embeddings of every tokenized text with the current encoder, split over processes and gathered."""
     start, stop = shard(len(tokenized), ctx)
     local = encode(encoder, tokenized, np.arange(start, stop), pooling=settings.pooling,
-                   batch_size=settings.encode_batch_size, device=device, progress=progress and ctx.is_main,
+                   batch_size=settings.encode_batch_size, device=device, precision=settings.precision,
+                   progress=progress and ctx.is_main,
                    desc=desc)
     return gather_rows(local, len(tokenized), ctx)
 
@@ -186,7 +188,7 @@ def train_level(encoder, head: LevelHead, tokenized: Tokenized, mass: sp.csr_mat
                                                           settings.neg_weight)
                 batch = tokenized.batch(ids, device)
                 sl = None if full else torch.from_numpy(ids_s).to(device)
-                with autocast(device):
+                with autocast(device, settings.precision):
                     scores = model(batch, sl).float()
                 loss = shortlist_loss(scores, torch.from_numpy(targets).to(device),
                                       torch.from_numpy(weights).to(device), settings.loss)

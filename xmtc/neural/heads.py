@@ -69,7 +69,7 @@ def bootstrap_inherit(parent_weight: np.ndarray, parent_bias: np.ndarray, parent
 
 def bootstrap_linear(emb: np.ndarray, targets: sp.csr_matrix, lam: float = 1.0
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Ridge regression of +-1 node targets on the embeddings, with an unregularised-free bias column.
+    """Ridge regression of +-1 node targets on the embeddings, with a (regularised) bias column.
 
     Solves ``[E 1] [W b]^T ~ T`` (T = 2 * targets - 1) in closed form; cost O(n h^2 + h^3 + nnz(targets) h),
     independent of the number of nodes except through the output size.
