@@ -234,3 +234,39 @@ def dataset_line(meta: dict) -> str:
              if cut else "")
     return (f"## {meta['dataset']}: {meta['n_train']:,} train / {meta['n_test']:,} test, "
             f"{meta['n_features']:,} features, {meta['n_labels_train']:,} labels{cut_s}")
+
+
+def features_line(meta: dict) -> str:
+    return (f"features: {meta['featurizer']}{' (re-used)' if meta['reused'] else ''}; "
+            f"featurize {meta['featurize_s']:.1f} s (read {meta['read_s']:.1f} s); {meta['n_train']:,} train / "
+            f"{meta['n_test']:,} test docs, {meta['n_features']:,} features, {meta['n_labels_train']:,} labels "
+            f"(+{meta['n_labels_test_only']} test-only)")
+
+
+def run_libraries(libraries, problems: dict, work: Path, logs: Path, args, *, python_for, extra_for,
+                  note_for=None) -> list[dict]:
+    """Run each library's child in turn, score its predictions, print a progress line; one row per library.
+
+    ``python_for(lib)`` is the interpreter, ``extra_for(lib)`` the child's extra arguments, ``note_for(lib, res)``
+    the table's note. A library in ``problems`` (not installed) or whose child fails gets a row saying so.
+    """
+    score = Scorer(work)
+    rows: list[dict] = []
+    for lib in libraries:
+        if lib in problems:
+            rows.append({"library": lib, "problem": "not installed: " + problems[lib]})
+            print(f"[{lib}] {rows[-1]['problem']}", flush=True)
+            continue
+        print(f"[{lib}] running ... (log: {logs / (lib + '.log')})", flush=True)
+        res, problem = run_child(python_for(lib), lib, extra_for(lib), work, logs, args.timeout, args.threads)
+        if problem:
+            rows.append({"library": lib, "problem": problem})
+            print(f"[{lib}] {problem}", flush=True)
+            continue
+        res["metrics"] = score(logs / f"{lib}.npz")
+        if note_for is not None:
+            res["note"] = note_for(lib, res)
+        rows.append(res)
+        print(f"[{lib}] train {res['train_s']:.2f} s, predict {res['predict_ms_per_doc']:.3f} ms/doc, "
+              f"peak RSS {res['peak_rss_mb']:.0f} MB, P@1 {res['metrics']['P@1']:.2f}", flush=True)
+    return rows

@@ -98,40 +98,22 @@ def main(argv=None) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"benchmark: cannot prepare {args.dataset}: {exc}", file=sys.stderr)
         return 2
-    print(f"features: {meta['featurizer']}{' (re-used)' if meta['reused'] else ''}; "
-          f"featurize {meta['featurize_s']:.1f} s (read {meta['read_s']:.1f} s); {meta['n_train']:,} train / "
-          f"{meta['n_test']:,} test docs, {meta['n_features']:,} features, {meta['n_labels_train']:,} labels "
-          f"(+{meta['n_labels_test_only']} test-only)", flush=True)
+    print(_common.features_line(meta), flush=True)
 
     peers = [lib for lib in args.libraries if lib != "xmtc"]
     problems = _venv.ensure_peers(Path(args.venv), peers, install=not args.no_install) if peers else {}
     peer_python = str(_venv.venv_python(Path(args.venv)))
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    score = _common.Scorer(work)
 
-    rows: list[dict] = []
-    for lib in args.libraries:
-        if lib in problems:
-            rows.append({"library": lib, "problem": "not installed: " + problems[lib]})
-            print(f"[{lib}] {rows[-1]['problem']}", flush=True)
-            continue
+    def extra_for(lib: str) -> list[str]:
         extra = ["--seed", str(args.seed), "--params", json.dumps(getattr(args, f"{lib}_params"))]
-        if lib == "omikuji":
-            extra += ["--omikuji-predict", args.omikuji_predict]
-        print(f"[{lib}] running ...", flush=True)
-        res, problem = run_child(sys.executable if lib == "xmtc" else peer_python, lib, extra, work, logs,
-                                 args.timeout, args.threads)
-        if problem:
-            rows.append({"library": lib, "problem": problem})
-            print(f"[{lib}] {problem}", flush=True)
-            continue
-        res["metrics"] = score(logs / f"{lib}.npz")
-        if lib == "omikuji":
-            res["note"] = res.get("predict_api", "")
-        rows.append(res)
-        print(f"[{lib}] train {res['train_s']:.2f} s, predict {res['predict_ms_per_doc']:.3f} ms/doc, "
-              f"peak RSS {res['peak_rss_mb']:.0f} MB, P@1 {res['metrics']['P@1']:.2f}", flush=True)
+        return extra + (["--omikuji-predict", args.omikuji_predict] if lib == "omikuji" else [])
+
+    rows = _common.run_libraries(
+        args.libraries, problems, work, logs, args, extra_for=extra_for,
+        python_for=lambda lib: sys.executable if lib == "xmtc" else peer_python,
+        note_for=lambda lib, res: res.get("predict_api", "") if lib == "omikuji" else "")
 
     latency = None
     if args.single_text_latency:

@@ -141,10 +141,7 @@ def main(argv=None) -> int:
         print(f"benchmark: {args.dataset} has no texts (bag of words only); a transformer needs texts",
               file=sys.stderr)
         return 2
-    print(f"features: {meta['featurizer']}{' (re-used)' if meta['reused'] else ''}; "
-          f"featurize {meta['featurize_s']:.1f} s (read {meta['read_s']:.1f} s); {meta['n_train']:,} train / "
-          f"{meta['n_test']:,} test docs, {meta['n_features']:,} features, {meta['n_labels_train']:,} labels "
-          f"(+{meta['n_labels_test_only']} test-only)", flush=True)
+    print(_common.features_line(meta), flush=True)
 
     shared = shared_settings(args)
     print(f"shared settings: {json.dumps(shared)}; threads {args.threads}, seed {args.seed}, CPU", flush=True)
@@ -153,35 +150,22 @@ def main(argv=None) -> int:
     peer_python = str(_venv.venv_python(Path(args.venv)))
     logs = work / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    score = _common.Scorer(work)
 
-    rows: list[dict] = []
-    for lib in args.libraries:
-        if lib in problems:
-            rows.append({"library": lib, "problem": "not installed: " + problems[lib]})
-            print(f"[{lib}] {rows[-1]['problem']}", flush=True)
-            continue
+    def extra_for(lib: str) -> list[str]:
         params = {"xmtc-xrt": args.xmtc_params, "pecos-xrt": args.pecos_params, "xmtc": args.linear_params}[lib]
         extra = ["--seed", str(args.seed), "--params", json.dumps(params)]
-        if lib != "xmtc":
-            extra += ["--shared", json.dumps(shared)]
-        print(f"[{lib}] running ... (log: {logs / (lib + '.log')})", flush=True)
-        res, problem = _common.run_child(peer_python if lib == "pecos-xrt" else sys.executable, lib, extra, work,
-                                         logs, args.timeout, args.threads)
-        if problem:
-            rows.append({"library": lib, "problem": problem})
-            print(f"[{lib}] {problem}", flush=True)
-            continue
-        res["metrics"] = score(logs / f"{lib}.npz")
+        return extra + (["--shared", json.dumps(shared)] if lib != "xmtc" else [])
+
+    def note_for(lib: str, res: dict) -> str:
         if lib == "xmtc-xrt":
             check = res.get("tfidf_check", {})
             same = check.get("same_shape_as_shared") and (check.get("max_abs_diff_test") or 0.0) < 1e-5
-            res["note"] = ("own TF-IDF in the times" + ("" if same else "; TF-IDF DIFFERS from the shared one"))
-        elif lib == "pecos-xrt":
-            res["note"] = "handed the TF-IDF matrices"
-        rows.append(res)
-        print(f"[{lib}] train {res['train_s']:.2f} s, predict {res['predict_ms_per_doc']:.3f} ms/doc, "
-              f"peak RSS {res['peak_rss_mb']:.0f} MB, P@1 {res['metrics']['P@1']:.2f}", flush=True)
+            return "own TF-IDF in the times" + ("" if same else "; TF-IDF DIFFERS from the shared one")
+        return "handed the TF-IDF matrices" if lib == "pecos-xrt" else ""
+
+    rows = _common.run_libraries(
+        args.libraries, problems, work, logs, args, extra_for=extra_for, note_for=note_for,
+        python_for=lambda lib: peer_python if lib == "pecos-xrt" else sys.executable)
 
     print()
     print(_common.dataset_line(meta))

@@ -55,7 +55,6 @@ def exhaustive(X, parents, weights, bias, name, k):
     for p, W in zip(parents, weights):
         node = combine(transform(raw_scores(X, W, bias), name), node[:, p], name)
         reachable = reachable[:, p]
-    L = node.shape[1]
     idx = np.full((X.shape[0], k), -1, dtype=np.int64)
     sc = np.zeros((X.shape[0], k), dtype=np.float32)
     for i in range(X.shape[0]):

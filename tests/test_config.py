@@ -1,5 +1,4 @@
 import argparse
-import json
 from dataclasses import dataclass
 from typing import Optional
 

@@ -100,11 +100,20 @@ def _schedule(step: int, total: int, warmup: int) -> float:
 
 
 def topk_on_shortlist(emb: np.ndarray, head_w: np.ndarray, head_b: np.ndarray, prev_topk: np.ndarray | None,
-                      children: sp.csr_matrix, k: int, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k nodes per row among the children of ``prev_topk`` (all nodes when None): ids (n, k), scores."""
+                      children: sp.csr_matrix, k: int, gather_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k nodes per row among the children of ``prev_topk`` (all nodes when None): ids (n, k), scores.
+
+    Rows go in chunks whose gathered head rows (rows x shortlist x hidden floats) stay under
+    ``gather_bytes``, so memory does not grow with the data or the shortlist length.
+    """
     n = emb.shape[0]
     K = head_w.shape[0]
     k_eff = min(k, K)
+    if prev_topk is None:  # dense scores (rows x K)
+        chunk = max(1, gather_bytes // (4 * K))
+    else:  # gathered head rows (rows x shortlist x hidden)
+        width = int(np.diff(children.indptr).max(initial=1)) * prev_topk.shape[1] + 1
+        chunk = max(1, gather_bytes // (4 * width * head_w.shape[1]))
     ids_out = np.full((n, k_eff), -1, dtype=np.int64)
     sc_out = np.zeros((n, k_eff), dtype=np.float32)
     for s in range(0, n, chunk):
@@ -118,7 +127,7 @@ def topk_on_shortlist(emb: np.ndarray, head_w: np.ndarray, head_b: np.ndarray, p
         empty = sp.csr_matrix((e.shape[0], K), dtype=np.float32)
         ids, _, _ = build_shortlist(prev_topk[s:s + chunk], empty, children)
         safe = np.maximum(ids, 0)
-        scores = np.einsum("bsh,bh->bs", head_w[safe], e) + head_b[safe]
+        scores = np.matmul(head_w[safe], e[:, :, None])[..., 0] + head_b[safe]
         scores[ids < 0] = -np.inf
         order = np.argsort(-scores, axis=1, kind="stable")[:, :k_eff]
         got = np.take_along_axis(ids, order, 1)
@@ -255,11 +264,11 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
             continue
         anc = node_of_label(chain, level)
         mass = label_mass(Y, anc, K)
-        # the shortlist starts from the previous trained level's top-k, mapped down through the levels between
+        # the shortlist: children of the top-k nodes of the level directly above, when it was trained
         prev_topk = state["topk"]
         children = children_csr(parent_of, C.shape[1])
         if prev_level is not None and prev_level != level - 1:
-            prev_topk = None  # levels skipped in between: no shortlist mapping, train on all nodes
+            prev_topk = None  # levels skipped in between: score every node of this level
         # bootstrap the head from what the previous level learned
         if prev_level is None or settings.bootstrap == "random":
             W, b = (t.detach().numpy() for t in make_head(K, hidden, settings.seed + level))
