@@ -1,8 +1,5 @@
 """Negative masks, the hierarchical linear model's training, persistence and validation."""
 
-import gzip
-from pathlib import Path
-
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -12,7 +9,9 @@ from xmtc.errors import ConfigError, ModelFormatError, NotFittedError
 from xmtc.linear.hierarchy import HierarchicalLinearModel
 from xmtc.linear.negatives import active_mask, beam_mask, level_targets
 
-REUTERS = Path(__file__).resolve().parents[2] / "shared" / "data" / "reuters21578-apte90"
+from conftest import DATA, read_tsv_sample
+
+REUTERS = DATA / "reuters21578-apte90"
 
 
 def chain_from(parents, sizes):
@@ -62,18 +61,6 @@ def test_masks_tfn_man_and_union():
 
 # --- a small real problem --------------------------------------------------------------------------
 
-def read_tsv(path, n):
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if i >= n:
-                break
-            lab, text = line.rstrip("\n").split("\t", 1)
-            texts.append(text)
-            labels.append(lab.split(","))
-    return texts, labels
-
-
 @pytest.fixture(scope="module")
 def reuters():
     if not REUTERS.exists():
@@ -82,8 +69,8 @@ def reuters():
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
-    tr, tr_lab = read_tsv(REUTERS / "train.txt.gz", 3000)
-    te, te_lab = read_tsv(REUTERS / "test.txt.gz", 1000)
+    tr, tr_lab = read_tsv_sample(REUTERS / "train.txt.gz", 3000)
+    te, te_lab = read_tsv_sample(REUTERS / "test.txt.gz", 1000)
     vec = TfidfVectorizer(sublinear_tf=True, min_df=2, dtype=np.float32)
     X, Xt = vec.fit_transform(tr), vec.transform(te)
     names = sorted({lab for labs in tr_lab for lab in labs})

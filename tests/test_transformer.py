@@ -193,6 +193,13 @@ def test_resume_continues_from_the_last_finished_level(sample, encoder_dir, tmp_
     straight = xmtc.XRTransformer(encoder=str(encoder_dir), **FAST).fit(texts, labels, progress=False)
     assert len(calls) == n_levels
     np.testing.assert_array_equal(resumed.predict_topk(test_texts, 5)[0], straight.predict_topk(test_texts, 5)[0])
+    precious = tmp_path / "precious"
+    precious.mkdir()
+    (precious / "thesis.txt").write_text("not a checkpoint")
+    with pytest.raises(ConfigError, match="not an xmtc checkpoint"):
+        xmtc.XRTransformer(encoder=str(encoder_dir), **FAST).fit(texts, labels, progress=False,
+                                                                 checkpoint_dir=precious)
+    assert (precious / "thesis.txt").read_text() == "not a checkpoint"
     with pytest.raises(ConfigError, match="other data or parameters"):
         xmtc.XRTransformer(encoder=str(encoder_dir), **dict(FAST, seed=1)).fit(
             texts, labels, progress=False, checkpoint_dir=ckpt, resume=True)

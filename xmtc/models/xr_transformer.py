@@ -324,7 +324,11 @@ class _Checkpoint:
         self.fingerprint = fingerprint
 
     def clear(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        """Remove an earlier run's checkpoint; a folder that is not one is left alone (and is an error)."""
+        if self.folder.exists():
+            if not (self.folder / "state.json").is_file() and any(self.folder.iterdir()):
+                raise ConfigError(f"{self.folder}: exists and is not an xmtc checkpoint; refusing to replace it")
+            shutil.rmtree(self.folder)
 
     def save(self, encoder, tokenizer, state: dict) -> None:
         from safetensors.numpy import save_file
