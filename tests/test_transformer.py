@@ -151,6 +151,16 @@ def test_x_transformer_with_each_indexer(sample, encoder_dir):
         assert model.evaluate(test_texts, test_labels)["P@1"] > 3.0
     with pytest.raises(ConfigError, match="label texts"):
         xmtc.XTransformer(encoder=str(encoder_dir), indexer="text-emb", **FAST).fit(texts, labels, progress=False)
+    # with label texts (yso-finna-en's label file covers the 2k-20k cut's labels)
+    from xmtc.data import LabelVocab, label_matrix
+
+    Y, vocab = label_matrix(labels)
+    vocab = vocab.with_label_file(DATA / "yso-finna-en" / "labels.txt.gz")
+    assert all(vocab.texts)
+    model = xmtc.XTransformer(encoder=str(encoder_dir), indexer="text-emb", **FAST).fit(texts, Y, labels=vocab,
+                                                                                       progress=False)
+    assert isinstance(model.labels_, LabelVocab) and model.labels_.texts == vocab.texts
+    assert model.evaluate(test_texts, test_labels)["P@1"] > 3.0
 
 
 def test_missing_encoder_says_how_to_provide_one(sample, tmp_path):
