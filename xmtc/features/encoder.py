@@ -61,7 +61,9 @@ def pick_device(device: str = "auto"):
 def load_encoder(name_or_path: str | os.PathLike, device="cpu"):
     """(tokenizer, model) from a local folder; the model is in eval mode on ``device``."""
     from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()  # local files load in a blink; xmtc's own bars show the real work
     path = resolve_encoder_path(name_or_path)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
