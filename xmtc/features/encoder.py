@@ -120,11 +120,6 @@ class Tokenized:
             out["token_type_ids"] = torch.zeros_like(out["input_ids"])
         return out
 
-    def sorted_batches(self, batch_size: int, order: np.ndarray | None = None) -> list[np.ndarray]:
-        """Batches of similar length, in a fixed order (inference): ids sorted by length, then cut."""
-        ids = np.argsort(self.lengths, kind="stable") if order is None else order
-        return [ids[s:s + batch_size] for s in range(0, len(ids), batch_size)]
-
     def shuffled_batches(self, batch_size: int, rng: np.random.Generator, window: int = 50) -> list[np.ndarray]:
         """Training batches: a random permutation, sorted by length inside windows of ``window`` batches,
         then the batches shuffled. Near-equal lengths (little padding) without a fixed batch order."""

@@ -105,6 +105,24 @@ def as_label_matrix(Y: Any, labels: LabelVocab | None, n_rows: int, *, unknown_l
     return label_matrix(Y, labels, unknown_labels=unknown_labels)
 
 
+def named_predictions(predictor, X: Any, k: int, progress: bool) -> list[list[tuple[str, float]]]:
+    """``predictor.predict_topk`` as ``(label name, score)`` lists (estimators and ensembles alike)."""
+    idx, scores = predictor.predict_topk(X, k, progress=progress)
+    names = predictor.labels_.names
+    return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
+
+
+def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: bool) -> dict:
+    """Metrics of anything with ``predict_topk``, ``labels_``, ``label_counts_`` and ``n_train_``."""
+    from ..metrics import evaluate
+
+    n = X.shape[0] if sp.issparse(X) else len(X)
+    Y, _ = as_label_matrix(Y, predictor.labels_, n, unknown_labels="extend")
+    idx, scores = predictor.predict_topk(X, max(ks), progress=progress)
+    return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=predictor.label_counts_,
+                    n_train=predictor.n_train_, coverage=True)
+
+
 class XMCModel:
     """Base class: subclasses set ``method``, ``config_class`` and implement the stage hooks."""
 
@@ -181,9 +199,7 @@ class XMCModel:
 
     def predict(self, X: Any, k: int = 5, *, progress: bool = False) -> list[list[tuple[str, float]]]:
         """Top-k ``(label name, score)`` pairs for each text (or feature row), best first."""
-        idx, scores = self.predict_topk(X, k, progress=progress)
-        names = self.labels_.names
-        return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
+        return named_predictions(self, X, k, progress)
 
     def evaluate(self, X: Any, Y: Any, ks: Sequence[int] = (1, 3, 5), *, progress: bool = False) -> dict:
         """P@k, R@k, nDCG@k, PSP@k (propensities from the training label counts), coverage@k.
@@ -191,14 +207,8 @@ class XMCModel:
         Labels the model never saw (names not in its vocabulary, or columns of a sparse ``Y`` beyond
         its labels) still count as true labels that it misses.
         """
-        from ..metrics import evaluate
-
         self._check_fitted()
-        n = X.shape[0] if sp.issparse(X) else len(X)
-        Y, _ = as_label_matrix(Y, self.labels_, n, unknown_labels="extend")
-        idx, scores = self.predict_topk(X, max(ks), progress=progress)
-        return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=self.label_counts_,
-                        n_train=self.n_train_, coverage=True)
+        return evaluate_predictor(self, X, Y, ks, progress)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> str:

@@ -118,6 +118,8 @@ class Ensemble:
         self.weights = weights
         self.k_each = k_each
         self.labels_ = self.models[0].labels_
+        self.label_counts_ = self.models[0].label_counts_
+        self.n_train_ = self.models[0].n_train_
 
     def predict_topk(self, X, k: int = 5, *, progress: bool = False):
         parts = []
@@ -127,17 +129,12 @@ class Ensemble:
         return average_topk(parts, len(self.labels_), k, self.weights)
 
     def predict(self, X, k: int = 5, *, progress: bool = False):
-        idx, scores = self.predict_topk(X, k, progress=progress)
-        names = self.labels_.names
-        return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
+        from .base import named_predictions
+
+        return named_predictions(self, X, k, progress)
 
     def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False) -> dict:
-        from ..metrics import evaluate
-        from .base import as_label_matrix
+        """Metrics as :meth:`XMCModel.evaluate`, propensities from the first member's training counts."""
+        from .base import evaluate_predictor
 
-        first = self.models[0]
-        n = X.shape[0] if sp.issparse(X) else len(X)
-        Y, _ = as_label_matrix(Y, self.labels_, n, unknown_labels="extend")
-        idx, scores = self.predict_topk(X, max(ks), progress=progress)
-        return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=first.label_counts_,
-                        n_train=first.n_train_, coverage=True)
+        return evaluate_predictor(self, X, Y, ks, progress)

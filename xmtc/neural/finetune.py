@@ -27,7 +27,7 @@ import scipy.sparse as sp
 from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast, embed, encode
 from .distributed import DistContext, gather_rows, shard
-from .heads import LevelHead, bootstrap_inherit, bootstrap_linear, make_head, shortlist_loss
+from .heads import BOOTSTRAPS, LevelHead, bootstrap_inherit, bootstrap_linear, make_head, shortlist_loss
 from .shortlist import build_shortlist, children_csr
 
 log = logging.getLogger(__name__)
@@ -250,8 +250,8 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
 
     if not levels or sorted(set(levels)) != list(levels):
         raise ConfigError(f"fine-tuning levels must be increasing and non-empty, got {levels}")
-    if settings.bootstrap not in ("inherit", "linear", "random"):
-        raise ConfigError(f"bootstrap must be inherit, linear or random, got {settings.bootstrap!r}")
+    if settings.bootstrap not in BOOTSTRAPS:
+        raise ConfigError(f"bootstrap must be one of {', '.join(BOOTSTRAPS)}, got {settings.bootstrap!r}")
     state = start_state or {"done": [], "heads": {}, "topk": None, "embeddings": None, "loss_curves": {}}
     hidden = encoder.config.hidden_size
     prev_level = None
