@@ -128,6 +128,23 @@ def test_xr_transformer_trains_loss_decreases_and_predicts(fitted, sample):
     assert emb.shape == (7, 32) and emb.dtype == np.float32 and np.isfinite(emb).all()
 
 
+def test_finetune_sample_fine_tunes_on_a_subset_and_ranks_on_every_text(sample, encoder_dir, monkeypatch):
+    from xmtc.neural import finetune
+
+    (texts, labels), (test_texts, test_labels) = sample
+    embedded = []
+    real = finetune.embed_all
+    monkeypatch.setattr(finetune, "embed_all", lambda enc, tok, *a, **kw: embedded.append(len(tok)) or real(enc, tok, *a, **kw))
+    model = xmtc.XRTransformer(encoder=str(encoder_dir), finetune_sample=320, **FAST).fit(
+        texts, labels, progress=False)
+    # 320 texts at batch 32: ten optimisation steps per level, where the whole set would take 47
+    assert {len(c) for c in model.loss_curves_.values()} == {10}
+    # each level embeds the sample for its top-k; the rankers' features embed every text
+    assert embedded == [320] * len(model.loss_curves_) + [len(texts)]
+    assert model.predict_topk(test_texts, k=5)[0].shape == (len(test_texts), 5)
+    assert model.evaluate(test_texts, test_labels)["P@1"] > 5.0
+
+
 def test_save_load_identical_predictions(fitted, sample, tmp_path):
     _, (texts, _) = sample
     path = fitted.save(tmp_path / "m")

@@ -105,6 +105,14 @@ class Tokenized:
     def __len__(self) -> int:
         return len(self.input_ids)
 
+    def take(self, ids: np.ndarray) -> "Tokenized":
+        """The texts ``ids`` only (shares the token lists; nothing is tokenized again)."""
+        part = object.__new__(Tokenized)
+        part.input_ids = [self.input_ids[i] for i in ids]
+        part.lengths = self.lengths[ids]
+        part.pad_id, part.has_token_types = self.pad_id, self.has_token_types
+        return part
+
     def batch(self, ids: np.ndarray, device) -> dict:
         import torch
 

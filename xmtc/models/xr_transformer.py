@@ -65,6 +65,9 @@ class TransformerParams(XRLinearConfig):
                          choices=("mean", "cls"))
     max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
     epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
+    finetune_sample: int = param(0, "Fine-tune on at most this many training texts, drawn at random under"
+                                 " the seed (0 = all). The tree, the final embeddings and the rankers still"
+                                 " use every text: a way to afford large corpora on a CPU.", minimum=0)
     batch_size: int = param(32, "Texts per optimisation batch (per process).", minimum=1)
     learning_rate: float = param(5e-5, "AdamW learning rate of the encoder (peak, after warm-up).",
                                  minimum=0.0, exclusive_minimum=True)
@@ -152,7 +155,7 @@ class _TransformerModel(XRLinear):
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import device_for, init_distributed
-        from ..neural.finetune import multi_resolution_finetune
+        from ..neural.finetune import embed_all, multi_resolution_finetune
 
         cfg = self.config
         if sp.issparse(X):
@@ -181,10 +184,16 @@ class _TransformerModel(XRLinear):
         start = ckpt.load(encoder, device) if (ckpt and resume) else None
         if ckpt and not resume:
             ckpt.clear()
+        settings = self._settings(cfg)
+        sample = _finetune_rows(len(texts), cfg.finetune_sample, cfg.seed)
         state = multi_resolution_finetune(
-            encoder, tokenized, Y, chain, levels, self._settings(cfg), device, ctx, progress=progress,
-            start_state=start, on_level_done=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main
-            else None)
+            encoder, tokenized if sample is None else tokenized.take(sample), Y if sample is None else Y[sample],
+            chain, levels, settings, device, ctx, progress=progress, start_state=start,
+            on_level_done=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main else None)
+        embeddings = state["embeddings"]
+        if sample is not None:
+            log.info("fine-tuned on %d of %d texts; embedding all of them", len(sample), len(texts))
+            embeddings = embed_all(encoder, tokenized, settings, device, ctx, progress, "embed all texts")
         self.is_main_process_ = ctx.is_main
         self.labels_ = vocab
         self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
@@ -194,7 +203,7 @@ class _TransformerModel(XRLinear):
         self.loss_curves_ = {int(k): v for k, v in state["loss_curves"].items()}
         if not ctx.is_main:
             return self  # only rank 0 trains the rankers and saves
-        X_cat = self._concat(X_tfidf, state["embeddings"])
+        X_cat = self._concat(X_tfidf, embeddings)
         self.n_features_ = int(X_cat.shape[1])
         self.models_ = [HierarchicalLinearModel().fit(
             X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol,
@@ -314,6 +323,13 @@ class XTransformer(_TransformerModel):
         emb = encode(encoder, Tokenized(tokenizer, texts, cfg.max_length), pooling=cfg.pooling,
                      batch_size=cfg.encode_batch_size, device=device, precision=cfg.precision)
         return normalize_rows(emb)
+
+
+def _finetune_rows(n: int, sample: int, seed: int) -> np.ndarray | None:
+    """Sorted ids of the texts to fine-tune on, or None for all of them."""
+    if not sample or sample >= n:
+        return None
+    return np.sort(np.random.default_rng(seed).choice(n, size=sample, replace=False))
 
 
 class _Checkpoint:
