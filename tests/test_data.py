@@ -145,6 +145,28 @@ def test_read_npz(tmp_path):
     assert dense(read_inputs(xpath)).tolist() == X.tolist()
 
 
+def test_write_npz_replaces_the_pair_or_neither(tmp_path, monkeypatch):
+    from xmtc.data import formats
+
+    xpath = tmp_path / "X.trn.npz"
+    formats.write_npz(xpath, sp.csr_matrix(np.eye(2)), sp.csr_matrix(np.eye(2, 3)))
+    before = (xpath.read_bytes(), (tmp_path / "Y.trn.npz").read_bytes())
+    real = sp.save_npz
+    calls = []
+
+    def fail_on_y(fh, M, compressed=True):
+        calls.append(M.shape)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        real(fh, M, compressed=compressed)
+
+    monkeypatch.setattr(formats.sp, "save_npz", fail_on_y)
+    with pytest.raises(OSError, match="disk full"):
+        formats.write_npz(xpath, sp.csr_matrix(np.ones((3, 2))), sp.csr_matrix(np.ones((3, 3))))
+    assert (xpath.read_bytes(), (tmp_path / "Y.trn.npz").read_bytes()) == before  # the old pair, intact
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X.trn.npz", "Y.trn.npz"]  # no temporaries left
+
+
 def test_read_npz_stored_zero_is_not_a_label(tmp_path):
     xpath = _save_npz(tmp_path / "X.npz", np.eye(2))
     Y = sp.csr_matrix((np.array([1.0, 0.0]), np.array([0, 1]), np.array([0, 1, 2])), shape=(2, 2))
@@ -180,6 +202,10 @@ def test_guess_format_by_name_needs_no_file(tmp_path, name, fmt):
 
 
 @pytest.mark.parametrize("content,fmt", [("\n\n3 4 5\n0 1:1\n", "xc"),
+                                         ("2 4 5\n1,4 0:0.5 3:1\n 2:1\n", "xc"),
+                                         ("1 0 3\n", "xc"),  # a header alone: an empty XC file
+                                         ("1984 2001 2010\nnovels of three decades\n", "text"),
+                                         ("1984 2001 2010\n1999 was a year\n", "text"),
                                          ('{"text": "a", "labels": []}\n', "jsonl"),
                                          ("\n  \nlab\ttext\n", "tsv"),
                                          ("just words\n", "text"),

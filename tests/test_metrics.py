@@ -166,6 +166,15 @@ def test_hits_matrix_hand():
     assert hits_matrix(Y, np.array([[2, -1], [-1, 0]])).tolist() == [[True, False], [False, True]]
 
 
+def test_a_label_listed_twice_is_found_once():
+    # doc 0 lists its true label 2 three times: one hit (P@3 = 1/3, not 1); doc 1 repeats a miss
+    Y = sp.csr_matrix(np.array([[0, 0, 1], [1, 0, 0]], dtype=np.float32))
+    pred = np.array([[2, 2, 2], [1, 0, 1]])
+    assert hits_matrix(Y, pred).tolist() == [[True, False, False], [False, True, False]]
+    m = evaluate(Y, pred, ks=(3,))
+    assert m["P@3"] == pytest.approx(100 * 2 / 6) and m["R@3"] == pytest.approx(100.0)
+
+
 # -- error paths -------------------------------------------------------------------------------------
 def test_errors_shapes_and_types():
     with pytest.raises(DataFormatError, match="sparse matrix"):

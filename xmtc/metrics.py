@@ -62,7 +62,18 @@ def hits_matrix(Y: sp.csr_matrix, indices: np.ndarray) -> np.ndarray:
         return np.zeros(indices.shape, dtype=bool)
     query = np.arange(n, dtype=np.int64)[:, None] * n_cols + indices.astype(np.int64)
     pos = np.minimum(np.searchsorted(true_keys, query), true_keys.size - 1)
-    return (true_keys[pos] == query) & (indices >= 0)
+    return (true_keys[pos] == query) & (indices >= 0) & _first_occurrence(indices)
+
+
+def _first_occurrence(indices: np.ndarray) -> np.ndarray:
+    """False where a row repeats an id it predicted earlier: a label is found once, however often listed."""
+    order = np.argsort(indices, axis=1, kind="stable")  # equal ids keep their left-to-right order
+    ranked = np.take_along_axis(indices, order, axis=1)
+    repeat = np.zeros(indices.shape, dtype=bool)
+    repeat[:, 1:] = ranked[:, 1:] == ranked[:, :-1]
+    first = np.ones(indices.shape, dtype=bool)
+    np.put_along_axis(first, order, ~repeat, axis=1)
+    return first
 
 
 def _top_per_row_sum(Y: sp.csr_matrix, weights: np.ndarray, k: int) -> np.ndarray:

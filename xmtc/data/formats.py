@@ -251,6 +251,8 @@ def read_npz(path, need_labels: bool = True) -> RawDocuments:
 
 
 def write_npz(path, X: sp.csr_matrix, Y: sp.csr_matrix) -> None:
-    for target, M in ((Path(path), X), (sibling_labels_path(path), Y)):
-        with atomic_output(target, binary=True) as fh:
-            sp.save_npz(fh, sp.csr_matrix(M, dtype=np.float32), compressed=True)
+    """X to ``path`` and Y beside it; both are written in full before either replaces a file, so a
+    failure leaves the old pair (or none), never a new X beside an old Y."""
+    with atomic_output(Path(path), binary=True) as fx, atomic_output(sibling_labels_path(path), binary=True) as fy:
+        sp.save_npz(fx, sp.csr_matrix(X, dtype=np.float32), compressed=True)
+        sp.save_npz(fy, sp.csr_matrix(Y, dtype=np.float32), compressed=True)

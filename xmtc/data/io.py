@@ -20,6 +20,8 @@ from ..errors import DataFormatError
 
 FORMATS = ("tsv", "jsonl", "xc", "npz", "text")
 _XC_HEADER = re.compile(r"^\s*\d+\s+\d+\s+\d+\s*$")
+# a data line of the XC format: comma-separated label ids (maybe none), then feature:value pairs
+_XC_ROW = re.compile(r"^\s*(\d+(,\d+)*)?(\s+\d+:\S+)+\s*$|^\s*\d+(,\d+)*\s*$")
 
 
 def _is_gzip(path: Path) -> bool:
@@ -89,16 +91,20 @@ def guess_format(path: str | os.PathLike, fmt: str | None = None) -> str:
         return "npz"
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
-    with contextlib.closing(iter_lines(path)) as lines:  # read one line, close the file now
+    with contextlib.closing(iter_lines(path)) as lines:  # read two lines at most, close the file now
+        first = None
         for _, line in lines:
             if not line.strip():
                 continue
+            if first is not None:  # "N D L" was the first line: XC only if this line is an XC row
+                return "xc" if _XC_ROW.match(line) else "text"
             if _XC_HEADER.match(line):
-                return "xc"
+                first = line
+                continue
             if line.lstrip().startswith("{"):
                 return "jsonl"
             return "tsv" if "\t" in line else "text"
-    return "text"
+    return "text" if first is None else "xc"
 
 
 @contextlib.contextmanager

@@ -100,7 +100,7 @@ class HierarchicalLinearModel:
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X, Y, tree, *, negatives: str = "tfn+man", C_pos: float = 1.0, C_neg: float = 1.0,
-            bias: float = 1.0, tol: float = 0.1, max_iter: int = 100, threshold: float = 0.1, beam_size: int = 10,
+            bias: float = 1.0, tol: float = 0.1, max_iter: int = 100, threshold: float = 0.05, beam_size: int = 10,
             n_threads: int | None = None, progress: bool = False) -> "HierarchicalLinearModel":
         """Train every level top-down. ``X`` csr (n, d), ``Y`` sparse 0/1 (n, L), ``tree`` a ``LabelTree``
         or its chain; ``beam_size`` only shapes the matcher-aware negatives."""
