@@ -206,6 +206,30 @@ def test_each_output_trains_exactly_on_its_rows(reuters):
     assert unseen.size and W[unseen, 3].nnz == 0
 
 
+def test_a_siblings_positive_is_not_a_negative_unless_active(reuters):
+    """Two outputs under one parent that is active on odd rows only: each output trains on the odd
+    rows plus its own positives, never on its sibling's even-row positives (matcher-aware negatives
+    alone give such masks)."""
+    X, Y = reuters
+    n = X.shape[0]
+    Yk = sp.csc_matrix(Y[:, :2])
+    act = np.zeros((n, 1), np.float32)
+    act[1::2, 0] = 1
+    W = train_level(X, Yk, [0, 0], act, **TIGHT)
+    for k in range(2):
+        own = Yk[:, k].toarray().ravel() != 0
+        sibling = Yk[:, 1 - k].toarray().ravel() != 0
+        R = training_rows(Yk, np.array([0, 0]), sp.csr_matrix(act), k)
+        assert np.any(sibling[::2] & ~own[::2])  # the case at stake: sibling positives outside the mask
+        # the same optimum as training on its own rows (the epoch order differs, so not bit for bit)
+        alone = train_level(X[R], Yk[R][:, [k]], [0], np.ones((R.size, 1)), **TIGHT)
+        np.testing.assert_allclose(W[:, k].toarray(), alone.toarray(), atol=1e-4, err_msg=f"output {k}")
+        # while counting the sibling's positives as negatives would move it
+        R2 = np.union1d(R, np.flatnonzero(sibling))
+        wider = train_level(X[R2], Yk[R2][:, [k]], [0], np.ones((R2.size, 1)), **TIGHT)
+        assert abs(wider - W[:, [k]]).max() > 1e-3
+
+
 def test_positives_always_train_and_active_zeros_do_not(reuters):
     X, Y = reuters
     n = X.shape[0]

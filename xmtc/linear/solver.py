@@ -178,7 +178,9 @@ def _dcd_block(lptr, lind, lval, r0, m, rsq, yv, alpha, shrunk, count, perm, w, 
     descent are paid once per block instead of once per output.
 
     With an infinite dual upper bound (L2 loss) only the ``alpha == 0`` shrinking case exists.
-    On entry alpha[:m] and w[:u+1] are zero and yv[:m, :nl] is +-1; w[u] holds the bias weights.
+    On entry alpha[:m] and w[:u+1] are zero and yv[:m, :nl] is +1, -1, or 0 for a row outside the
+    lane's training set (the parent's rows include every child's positives, which are not negatives
+    of a sibling unless active); w[u] holds the bias weights.  A 0 row stays shrunk for good.
     A lane that has converged is frozen (its rows count as shrunk); ``iters`` gets its epoch count.
     """
     L = _LANES
@@ -190,16 +192,24 @@ def _dcd_block(lptr, lind, lval, r0, m, rsq, yv, alpha, shrunk, count, perm, w, 
     pgmax_new = np.empty(L)
     pgmin_new = np.empty(L)
     n_act = np.zeros(L, dtype=np.int64)
+    m_lane = np.zeros(L, dtype=np.int64)  # rows in each lane's training set
     done = np.ones(L, dtype=np.bool_)
     for b in range(nl):
-        n_act[b] = m
         done[b] = False
         iters[b] = max_iter
     for i in range(m):
         perm[i] = i
-        count[i] = nl
+        c = 0
         for b in range(L):
-            shrunk[i, b] = 0 if b < nl else 1
+            if b < nl and yv[i, b] != 0:
+                shrunk[i, b] = 0
+                m_lane[b] += 1
+                c += 1
+            else:
+                shrunk[i, b] = 1
+        count[i] = c
+    for b in range(nl):
+        n_act[b] = m_lane[b]
     state = np.empty(1, dtype=np.uint64)
     _seed(state, 0)
     n_live = nl
@@ -273,7 +283,7 @@ def _dcd_block(lptr, lind, lval, r0, m, rsq, yv, alpha, shrunk, count, perm, w, 
             if done[b]:
                 continue
             if pgmax_new[b] - pgmin_new[b] <= eps:
-                if n_act[b] == m:  # converged without shrinking: freeze the lane
+                if n_act[b] == m_lane[b]:  # converged without shrinking: freeze the lane
                     done[b] = True
                     iters[b] = it
                     n_live -= 1
@@ -281,12 +291,12 @@ def _dcd_block(lptr, lind, lval, r0, m, rsq, yv, alpha, shrunk, count, perm, w, 
                         if shrunk[i, b] == 0:
                             shrunk[i, b] = 1
                             count[i] -= 1
-                else:  # converged on the shrunk problem: unshrink and check on all rows
+                else:  # converged on the shrunk problem: unshrink and check on all its rows
                     for i in range(m):
-                        if shrunk[i, b] != 0:
+                        if shrunk[i, b] != 0 and yv[i, b] != 0:
                             shrunk[i, b] = 0
                             count[i] += 1
-                    n_act[b] = m
+                    n_act[b] = m_lane[b]
                     pgmax_old[b] = _INF
             else:
                 pgmax_old[b] = pgmax_new[b] if pgmax_new[b] > 0.0 else _INF
@@ -331,7 +341,7 @@ def _build_batch(x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, feat, fea
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def _train_batch(lptr, lind, lval, rsq, rows, row_off, feat, feat_off, n_feat,
+def _train_batch(lptr, lind, lval, rsq, rows, row_active, row_off, feat, feat_off, n_feat,
                  y_ptr, y_ind, blk_out, blk_parent, work, work_off, progress,
                  bias, dpos, dneg, eps, max_iter, threshold, bias_row,
                  w_buf, a_buf, y_buf, s_buf, c_buf, i_buf, o_rows, o_vals, o_used,
@@ -339,6 +349,8 @@ def _train_batch(lptr, lind, lval, rsq, rows, row_off, feat, feat_off, n_feat,
     """Train every block of the batch; thread t takes blocks work[work_off[t]:work_off[t+1]] in order.
 
     ``progress[t]`` is where thread t resumes; it stops early when its output buffer might overflow.
+    ``row_active`` marks the batch's rows that are active for their parent (negatives of every child);
+    the others train only the children they are positive for.
     Lane l of block j (output ``blk_out[j, l]``, -1 = unused lane) leaves ``res_count[j, l]`` entries
     at ``o_rows/o_vals[t, res_start[j, l]:]``.
     """
@@ -373,7 +385,7 @@ def _train_batch(lptr, lind, lval, rsq, rows, row_off, feat, feat_off, n_feat,
                     break
                 nl += 1
                 for i in range(m):
-                    yv[i, lane] = -1
+                    yv[i, lane] = -1 if row_active[r0 + i] else 0
                 for q in range(y_ptr[k], y_ptr[k + 1]):
                     yv[np.searchsorted(prow, y_ind[q]), lane] = 1
             for i in range(m):
@@ -514,7 +526,8 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
     ----------
     X : (n, d) sparse, cast to float32 CSR.  Y : (n, K) sparse, nonzero = positive.
     parent_of : (K,) ints in ``[0, P)``.  active : (n, P) sparse; row i trains every output whose parent
-        p has ``active[i, p] != 0``.  Positives of an output are always trained on, active or not.
+        p has ``active[i, p] != 0``.  Positives of an output are always trained on, active or not;
+        a sibling's positive that is not active is not a negative of the output.
     C_pos, C_neg : loss weights of positive / negative instances.  bias : value of the appended,
         regularised bias feature (0 disables it).  tol, max_iter : liblinear's ``eps`` (on the spread of
         projected gradients) and epoch limit.  threshold : weights with ``|w| < threshold`` are dropped
@@ -566,9 +579,14 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
     # Y is binarised first: "nonzero = positive" includes negative values, which must not cancel
     # against each other or against the active mask in this sum and drop a training row.
     Yb = sp.csr_matrix((np.ones(Y.nnz, dtype=np.float32), Y.indices, Y.indptr), shape=Y.shape)
-    S = sp.csc_matrix(((active != 0).astype(np.float32) + Yb @ onehot) @ sp.diags(has_out))
+    # An active row carries K + 1, more than any count of positive children, so the sum also says
+    # which rows are active: the others are in the parent's set only as some child's positive, and
+    # only that child trains on them (a sibling's positive is not a negative unless active).
+    big = float(K + 1)
+    S = sp.csc_matrix((big * (active != 0).astype(np.float64) + Yb.astype(np.float64) @ onehot) @ sp.diags(has_out))
     S.eliminate_zeros()
     S.sort_indices()
+    s_active = (S.data >= big).astype(np.uint8)
     S.data[:] = 1.0
     s_ptr = S.indptr.astype(np.int64)
     s_rows = S.indices.astype(np.int32)
@@ -596,6 +614,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
             for p0, p1 in _batches(parent_nnz):
                 nb = p1 - p0
                 rows = s_rows[s_ptr[p0]:s_ptr[p1]]
+                row_active = s_active[s_ptr[p0]:s_ptr[p1]]
                 row_off = s_ptr[p0:p1 + 1] - s_ptr[p0]
                 lptr = np.zeros(rows.shape[0] + 1, dtype=np.int64)
                 np.cumsum(row_nnz[rows], out=lptr[1:])
@@ -637,7 +656,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
                 progress = work_off[:-1].copy()
                 while True:
                     before = progress.copy()
-                    _train_batch(lptr, lind, lval, rsq, rows, row_off, feat, feat_off, n_feat,
+                    _train_batch(lptr, lind, lval, rsq, rows, row_active, row_off, feat, feat_off, n_feat,
                                  y_ptr, y_ind, blk_out, blk_parent, work, work_off, progress,
                                  bias, dpos, dneg, tol, max_iter, threshold, bias_row,
                                  w_buf, a_buf, y_buf, s_buf, c_buf, i_buf, o_rows, o_vals, o_used,
