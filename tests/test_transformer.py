@@ -86,6 +86,24 @@ def test_shortlist_equals_its_definition_on_a_hand_made_tree():
     assert ids0.tolist() == [list(range(6))] * 2 and (w0 > 0).all()
 
 
+def test_rankers_features_equal_scipys_stack_of_tfidf_and_normalised_embedding():
+    from xmtc.index.pifa import normalize_rows
+    from xmtc.models.xr_transformer import concat_features
+
+    rng = np.random.default_rng(0)
+    X = sp.random(500, 40, density=0.1, format="csr", dtype=np.float32, random_state=1)
+    X = sp.csr_matrix(X.multiply((np.arange(500) % 9 != 3)[:, None]))  # some empty TF-IDF rows
+    X.eliminate_zeros()
+    E = rng.standard_normal((500, 7)).astype(np.float32)
+    E[5] = 0.0      # an all-zero embedding stays zero
+    E[7, 2] = 0.0   # a single exact zero is not stored
+    ref = sp.hstack([X, sp.csr_matrix(normalize_rows(E) * np.float32(0.5))], format="csr", dtype=np.float32)
+    got = concat_features(X, E, 0.5, rows_per_chunk=64)  # several chunks, the last one partial
+    assert got.shape == ref.shape and got.has_canonical_format
+    for a in ("indptr", "indices", "data"):
+        np.testing.assert_array_equal(getattr(got, a), getattr(ref, a))
+
+
 def test_bootstrapped_heads_equal_their_definitions():
     rng = np.random.default_rng(0)
     W_parent, b_parent = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=3).astype(np.float32)

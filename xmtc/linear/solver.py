@@ -48,8 +48,11 @@ _BATCH_NNZ = 1 << 25
 _OUT_CAP = 1 << 21
 
 _INF = np.inf
-# Outputs trained together in one pass over their shared rows (two 64-byte cache lines of float64 per
-# feature).  Measured on yso-finna-en: 16 lanes beat 8 by ~15%, 8 beat one output at a time by ~2x.
+# Outputs trained together in one pass over their shared rows (one 64-byte cache line per feature).
+# Measured on yso-finna-en: 16 lanes beat 8 by ~15%, 8 beat one output at a time by ~2x.
+# The weights being built are float32 (sums and the dual variables stay float64): a 16-lane block
+# of a 110k-feature parent is then 7 MB instead of 14 and two threads' blocks share the L3 cache;
+# measured 20-25% faster on reuters21578 and the same P@k on it and on yso-finna-en.
 _LANES = 16
 # A row with at most this many live lanes is computed lane by lane instead of all 16 at once.
 _FEW_LANES = 4
@@ -640,7 +643,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
                 max_m = max(int(parent_rows[p0:p1].max()), 1)
                 max_u = int(n_feat.max())
                 cap = max(cap, L * (max_u + 1))
-                w_buf = np.zeros((n_threads, max_u + 1, L), dtype=np.float64)
+                w_buf = np.zeros((n_threads, max_u + 1, L), dtype=np.float32)
                 a_buf = np.empty((n_threads, max_m, L), dtype=np.float64)
                 y_buf = np.empty((n_threads, max_m, L), dtype=np.int8)
                 s_buf = np.empty((n_threads, max_m, L), dtype=np.uint8)
