@@ -89,7 +89,7 @@ def _seed(state, k):
 # Row kernels for one block.  The _LANES lanes are spelt out with scalar accumulators, which stay in
 # registers (a ``for lane`` loop over a small array kept every partial sum in memory, ~15% slower)
 # and which LLVM's SLP vectoriser packs into SIMD registers: the solver is compiled with it on
-# (xmtc.jit.slp_vectorized), which measured ~1.6x faster on reuters21578 with identical weights.
+# (xmtc.jit.slp_vectorized), which measured ~1.4x faster on reuters21578 with identical weights.
 
 assert _LANES == 16, "_row_dot and _row_axpy spell out exactly 16 lanes"
 

@@ -329,7 +329,8 @@ def concat_features(X: sp.csr_matrix, emb: np.ndarray, weight: float, rows_per_c
     """``[X, weight * normalize(emb)]`` as csr float32, written straight into the result's arrays.
 
     Row chunks keep the temporaries small: going through scipy (a dense-to-sparse conversion, then a
-    stack) held coordinate arrays of 16 bytes per embedding entry, ~9 GB at the peak for 522k texts.
+    stack) holds coordinate arrays of 16 bytes per embedding entry; for yso-finna-en's 522k texts and a
+    384-d encoder that step peaked at 7.0 GB of RSS against 2.6 GB here (the inputs alone: 2.4 GB).
     Row ``r``'s sparse part lands at ``X.indptr[r] + r * h`` and its ``h`` dense values right after it.
     """
     X = sp.csr_matrix(X, dtype=np.float32)
