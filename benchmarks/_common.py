@@ -26,6 +26,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
 import _data  # noqa: E402
+import _venv  # noqa: E402
 
 METRIC_KEYS = ("P@1", "P@3", "P@5", "nDCG@5", "PSP@5")
 K = 5
@@ -241,6 +242,67 @@ def features_line(meta: dict) -> str:
             f"featurize {meta['featurize_s']:.1f} s (read {meta['read_s']:.1f} s); {meta['n_train']:,} train / "
             f"{meta['n_test']:,} test docs, {meta['n_features']:,} features, {meta['n_labels_train']:,} labels "
             f"(+{meta['n_labels_test_only']} test-only)")
+
+
+def add_run_args(ap, libraries: tuple[str, ...], *, dataset: str, timeout: float) -> None:
+    """The options both scripts take: what to run on, which libraries, threads, seeded cuts, where to write."""
+    ap.add_argument("--dataset", default=dataset, help="dataset folder under the data root")
+    ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")),
+                    help="folder holding the datasets (env XMTC_DATA_ROOT)")
+    ap.add_argument("--libraries", default=",".join(libraries), help="comma-separated subset of "
+                    + ",".join(libraries))
+    ap.add_argument("--threads", type=int, default=2, help="threads for every library")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-train", type=int, default=None,
+                    help="keep a seeded random sample of this many train documents (smoke tests)")
+    ap.add_argument("--max-test", type=int, default=None,
+                    help="keep a seeded random sample of this many test documents (smoke tests)")
+    ap.add_argument("--timeout", type=float, default=timeout, help="seconds per library child")
+    ap.add_argument("--reuse-features", action="store_true",
+                    help="re-use the features (and texts) of an earlier run of this dataset, cut and featurizer")
+    ap.add_argument("--venv", default=str(HERE / ".venv-peers"), help="the peers' virtual environment")
+    ap.add_argument("--no-install", action="store_true", help="never create the venv or run pip")
+    ap.add_argument("--out", default=str(HERE / "out"), help="where the JSON and work files go")
+
+
+def check_libraries(ap, args, libraries: tuple[str, ...]) -> None:
+    """--libraries as a list; an unknown name is a usage error."""
+    args.libraries = [x.strip().lower() for x in args.libraries.split(",") if x.strip()]
+    unknown = sorted(set(args.libraries) - set(libraries))
+    if unknown:
+        ap.error(f"unknown libraries {unknown}; choose from {','.join(libraries)}")
+
+
+def start_run(args, title: str) -> tuple[Path, dict, Path, dict] | None:
+    """Header, machine facts and the shared features: ``(out, machine, work, meta)``, or None (reported)."""
+    exit_on_sigterm()
+    out = Path(args.out)
+    (out / "work").mkdir(parents=True, exist_ok=True)
+    machine = machine_info()
+    print(f"# {title}: {args.dataset}  ({machine['date']})", flush=True)
+    try:
+        work, meta = prepare_features(args, out)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"benchmark: cannot prepare {args.dataset}: {exc}", file=sys.stderr)
+        return None
+    print(features_line(meta), flush=True)
+    return out, machine, work, meta
+
+
+def peer_setup(args, peers: list[str], work: Path) -> tuple[dict, str, Path]:
+    """The peers' venv (created on demand) and the logs folder: ``(problems, peer python, logs)``."""
+    problems = _venv.ensure_peers(Path(args.venv), peers, install=not args.no_install) if peers else {}
+    logs = work / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    return problems, str(_venv.venv_python(Path(args.venv))), logs
+
+
+def write_results(out: Path, kind: str, dataset: str, payload: dict) -> Path:
+    """The run's raw numbers as out/<kind>-<dataset>-<time>.json."""
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    path = out / f"{kind}-{dataset}-{stamp}.json"
+    path.write_text(json.dumps(payload, indent=2, default=str))
+    return path
 
 
 def run_libraries(libraries, problems: dict, work: Path, logs: Path, args, *, python_for, extra_for,

@@ -13,9 +13,7 @@ to benchmarks/out/. See benchmarks/README.md.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -26,8 +24,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
 import _common  # noqa: E402
-import _venv  # noqa: E402
-from _common import K, METRIC_KEYS, machine_info, prepare_features, run_child  # noqa: E402,F401
+from _common import K, run_child  # noqa: E402
 
 LIBRARIES = ("xmtc", "pecos", "omikuji", "napkinxc")
 DISPLAY = {"xmtc": "xmtc XR-Linear", "pecos": "PECOS XR-Linear 1.2.8",
@@ -46,11 +43,7 @@ def ratios(rows: list[dict]) -> dict | None:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--dataset", default="reuters21578-apte90", help="folder name under the data root")
-    ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")),
-                    help="folder holding the datasets (env XMTC_DATA_ROOT)")
-    ap.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated subset of "
-                    + ",".join(LIBRARIES))
+    _common.add_run_args(ap, LIBRARIES, dataset="reuters21578-apte90", timeout=3600)
     ap.add_argument("--xmtc-params", type=json.loads, default={}, help='JSON keywords for xmtc.XRLinear, '
                     'e.g. \'{"n_trees": 3}\' (n_threads defaults to --threads)')
     ap.add_argument("--pecos-params", type=json.loads, default={},
@@ -59,52 +52,25 @@ def parse_args(argv=None):
     ap.add_argument("--napkinxc-params", type=json.loads, default={}, help="JSON PLT keyword overrides")
     ap.add_argument("--omikuji-predict", choices=("threads", "sequential"), default="threads",
                     help="omikuji has only a per-text predict: run it on --threads Python threads or in one")
-    ap.add_argument("--threads", type=int, default=2, help="threads for every library")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-train", type=int, default=None,
-                    help="keep a seeded random sample of this many train documents (smoke tests)")
-    ap.add_argument("--max-test", type=int, default=None,
-                    help="keep a seeded random sample of this many test documents (smoke tests)")
-    ap.add_argument("--timeout", type=float, default=3600, help="seconds per library child")
     ap.add_argument("--featurizer", choices=("xmtc", "sklearn"), default="xmtc",
                     help="TF-IDF implementation whose features every library gets")
     ap.add_argument("--featurizer-race", action="store_true",
                     help="also time xmtc's and scikit-learn's TF-IDF on the train texts (fit + transform)")
-    ap.add_argument("--reuse-features", action="store_true",
-                    help="re-use the .npz features of an earlier run of this dataset/featurizer")
-    ap.add_argument("--venv", default=str(HERE / ".venv-peers"), help="the peers' virtual environment")
-    ap.add_argument("--no-install", action="store_true", help="never create the venv or run pip")
-    ap.add_argument("--out", default=str(HERE / "out"), help="where the JSON and work files go")
     ap.add_argument("--single-text-latency", action="store_true",
                     help="also time one-text predict of a saved+loaded xmtc model (texts -> labels)")
     ap.add_argument("--latency-n", type=int, default=1000, help="texts timed for --single-text-latency")
     args = ap.parse_args(argv)
-    args.libraries = [x.strip().lower() for x in args.libraries.split(",") if x.strip()]
-    unknown = sorted(set(args.libraries) - set(LIBRARIES))
-    if unknown:
-        ap.error(f"unknown libraries {unknown}; choose from {','.join(LIBRARIES)}")
+    _common.check_libraries(ap, args, LIBRARIES)
     return args
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    _common.exit_on_sigterm()
-    out = Path(args.out)
-    (out / "work").mkdir(parents=True, exist_ok=True)
-    machine = machine_info()
-    print(f"# xmtc linear benchmark: {args.dataset}  ({machine['date']})", flush=True)
-    try:
-        work, meta = prepare_features(args, out)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"benchmark: cannot prepare {args.dataset}: {exc}", file=sys.stderr)
+    started = _common.start_run(args, "xmtc linear benchmark")
+    if started is None:
         return 2
-    print(_common.features_line(meta), flush=True)
-
-    peers = [lib for lib in args.libraries if lib != "xmtc"]
-    problems = _venv.ensure_peers(Path(args.venv), peers, install=not args.no_install) if peers else {}
-    peer_python = str(_venv.venv_python(Path(args.venv)))
-    logs = work / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    out, machine, work, meta = started
+    problems, peer_python, logs = _common.peer_setup(args, [lib for lib in args.libraries if lib != "xmtc"], work)
 
     def extra_for(lib: str) -> list[str]:
         extra = ["--seed", str(args.seed), "--params", json.dumps(getattr(args, f"{lib}_params"))]
@@ -151,11 +117,9 @@ def main(argv=None) -> int:
                   f"p50 {latency['p50_ms']:.2f} ms, p90 {latency['p90_ms']:.2f} ms, p99 {latency['p99_ms']:.2f} ms,"
                   f" max {latency['max_ms']:.2f} ms -> p99 <= 5 ms: {verdict}")
 
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    json_path = out / f"linear-{args.dataset}-{stamp}.json"
-    json_path.write_text(json.dumps({"dataset": meta, "machine": machine, "args": {
-        k: v for k, v in vars(args).items()}, "results": rows,
-        "ratios_xmtc_over_pecos": ratios(rows), "single_text_latency": latency}, indent=2, default=str))
+    json_path = _common.write_results(out, "linear", args.dataset, {
+        "dataset": meta, "machine": machine, "args": vars(args), "results": rows,
+        "ratios_xmtc_over_pecos": ratios(rows), "single_text_latency": latency})
     print(f"\nraw numbers: {json_path}")
     return 0
 

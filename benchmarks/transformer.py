@@ -15,9 +15,7 @@ numbers (and every PECOS parameter used) as JSON to benchmarks/out/. See benchma
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -28,7 +26,6 @@ if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
 
 import _common  # noqa: E402
-import _venv  # noqa: E402
 
 LIBRARIES = ("xmtc-xrt", "pecos-xrt")
 DISPLAY = {"xmtc-xrt": "xmtc XR-Transformer", "pecos-xrt": "PECOS XR-Transformer 1.2.8",
@@ -64,11 +61,7 @@ def shared_settings(args) -> dict:
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--dataset", default="yso-finna-en-2k-20k", help="a text dataset folder under the data root")
-    ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")),
-                    help="folder holding the datasets (env XMTC_DATA_ROOT)")
-    ap.add_argument("--libraries", default=",".join(LIBRARIES), help="comma-separated subset of "
-                    + ",".join(LIBRARIES))
+    _common.add_run_args(ap, LIBRARIES, dataset="yso-finna-en-2k-20k", timeout=7200)
     ap.add_argument("--with-linear", action="store_true",
                     help="also run xmtc XR-Linear on the same TF-IDF features as a reference row")
     ap.add_argument("--encoder", default=None,
@@ -93,23 +86,8 @@ def parse_args(argv=None):
                          '"train_kwargs": {...}, "predict_kwargs": {...}}')
     ap.add_argument("--linear-params", type=json.loads, default={},
                     help="JSON keywords for xmtc.XRLinear (--with-linear)")
-    ap.add_argument("--threads", type=int, default=2, help="threads for every library")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-train", type=int, default=None,
-                    help="keep a seeded random sample of this many train documents (smoke tests)")
-    ap.add_argument("--max-test", type=int, default=None,
-                    help="keep a seeded random sample of this many test documents (smoke tests)")
-    ap.add_argument("--timeout", type=float, default=7200, help="seconds per library child")
-    ap.add_argument("--reuse-features", action="store_true",
-                    help="re-use the features and texts of an earlier run of this dataset (and cut)")
-    ap.add_argument("--venv", default=str(HERE / ".venv-peers"), help="the peers' virtual environment")
-    ap.add_argument("--no-install", action="store_true", help="never create the venv or run pip")
-    ap.add_argument("--out", default=str(HERE / "out"), help="where the JSON and work files go")
     args = ap.parse_args(argv)
-    args.libraries = [x.strip().lower() for x in args.libraries.split(",") if x.strip()]
-    unknown = sorted(set(args.libraries) - set(LIBRARIES))
-    if unknown:
-        ap.error(f"unknown libraries {unknown}; choose from {','.join(LIBRARIES)}")
+    _common.check_libraries(ap, args, LIBRARIES)
     if args.with_linear:
         args.libraries.append("xmtc")
     # xmtc.XRTransformer computes its own TF-IDF (xmtc's featurizer, defaults 1-2 grams, min_df 2,
@@ -127,29 +105,19 @@ def parse_args(argv=None):
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    _common.exit_on_sigterm()
-    out = Path(args.out)
-    (out / "work").mkdir(parents=True, exist_ok=True)
-    machine = _common.machine_info()
-    print(f"# xmtc vs PECOS XR-Transformer: {args.dataset}  ({machine['date']})", flush=True)
-    try:
-        work, meta = _common.prepare_features(args, out)
-    except (FileNotFoundError, ValueError) as exc:
-        print(f"benchmark: cannot prepare {args.dataset}: {exc}", file=sys.stderr)
+    started = _common.start_run(args, "xmtc vs PECOS XR-Transformer")
+    if started is None:
         return 2
+    out, machine, work, meta = started
     if meta["featurizer_choice"] == "none":
         print(f"benchmark: {args.dataset} has no texts (bag of words only); a transformer needs texts",
               file=sys.stderr)
         return 2
-    print(_common.features_line(meta), flush=True)
 
     shared = shared_settings(args)
     print(f"shared settings: {json.dumps(shared)}; threads {args.threads}, seed {args.seed}, CPU", flush=True)
-    peers = [lib for lib in args.libraries if lib == "pecos-xrt"]
-    problems = _venv.ensure_peers(Path(args.venv), peers, install=not args.no_install) if peers else {}
-    peer_python = str(_venv.venv_python(Path(args.venv)))
-    logs = work / "logs"
-    logs.mkdir(parents=True, exist_ok=True)
+    problems, peer_python, logs = _common.peer_setup(
+        args, [lib for lib in args.libraries if lib == "pecos-xrt"], work)
 
     def extra_for(lib: str) -> list[str]:
         params = {"xmtc-xrt": args.xmtc_params, "pecos-xrt": args.pecos_params, "xmtc": args.linear_params}[lib]
@@ -188,11 +156,9 @@ def main(argv=None) -> int:
     print()
     print(render_table(rows))
 
-    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    json_path = out / f"transformer-{args.dataset}-{stamp}.json"
-    json_path.write_text(json.dumps({"dataset": meta, "machine": machine, "args": vars(args),
-                                     "shared_settings": shared, "results": rows,
-                                     "ratios_xmtc_over_pecos": ratios(rows)}, indent=2, default=str))
+    json_path = _common.write_results(out, "transformer", args.dataset, {
+        "dataset": meta, "machine": machine, "args": vars(args), "shared_settings": shared, "results": rows,
+        "ratios_xmtc_over_pecos": ratios(rows)})
     print(f"\nraw numbers (and every PECOS parameter used): {json_path}")
     return 0
 
