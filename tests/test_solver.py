@@ -328,36 +328,6 @@ def test_outputs_do_not_depend_on_their_block_mates(reuters):
     assert same_csc(sub, W[:, keep].tocsc())
 
 
-def test_simd_build_gives_bit_identical_weights_to_numbas_default_build(reuters, tmp_path):
-    """xmtc.jit compiles the solver with LLVM's SLP vectoriser on; a build without it (numba's
-    default, in a fresh process with its own cache) must produce exactly the same weights."""
-    import os
-    import subprocess
-    import sys
-
-    X, Y = reuters
-    Yk, parent_of, act = many_outputs(X, Y)
-    sp.save_npz(tmp_path / "X.npz", X)
-    sp.save_npz(tmp_path / "Y.npz", sp.csr_matrix(Yk))
-    sp.save_npz(tmp_path / "act.npz", sp.csr_matrix(act))
-    np.save(tmp_path / "parent_of.npy", parent_of)
-    script = (
-        "import sys, numpy as np, scipy.sparse as sp\n"
-        "from xmtc.linear.solver import train_level\n"
-        "d = sys.argv[1]\n"
-        "W = train_level(sp.load_npz(d + '/X.npz'), sp.load_npz(d + '/Y.npz'), np.load(d + '/parent_of.npy'),"
-        " sp.load_npz(d + '/act.npz'), n_threads=2)\n"
-        "sp.save_npz(d + '/W.npz', W)\n")
-    env = dict(os.environ, XMTC_SLP_VECTORIZE="0", NUMBA_CACHE_DIR=str(tmp_path / "cache"))
-    subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True, timeout=600)
-    plain = sp.load_npz(tmp_path / "W.npz").tocsc()
-    assert same_csc(train_level(X, Yk, parent_of, act, n_threads=2), plain)
-
-
-# ------------------------------------------------------------------------------------------------
-# threshold
-# ------------------------------------------------------------------------------------------------
-
 def test_threshold_prunes_small_weights_but_keeps_the_bias(reuters):
     X, Y = reuters
     Yk, parent_of, act = many_outputs(X, Y)

@@ -42,18 +42,9 @@ from numba import njit, prange
 
 from ..errors import ConfigError
 from .pifa import normalize_rows
-from .tree import LabelTree
+from .tree import LabelTree, tree_depth
 
 __all__ = ["build_label_tree", "tree_depth"]
-
-
-def tree_depth(n_labels: int, branching: int, max_leaf_size: int) -> int:
-    """Fewest cluster levels ``D`` with ``ceil(n_labels / branching^D) <= max_leaf_size``."""
-    depth, capacity = 0, max_leaf_size
-    while capacity < n_labels:
-        capacity *= branching
-        depth += 1
-    return depth
 
 
 # ------------------------------------------------------------------------------------------------------

@@ -179,3 +179,12 @@ class LabelTree:
 
     def __repr__(self) -> str:
         return f"LabelTree(level_sizes={self.level_sizes})"
+
+
+def tree_depth(n_labels: int, branching: int, max_leaf_size: int) -> int:
+    """Fewest cluster levels ``D`` with ``ceil(n_labels / branching^D) <= max_leaf_size``."""
+    depth, capacity = 0, max_leaf_size
+    while capacity < n_labels:
+        capacity *= branching
+        depth += 1
+    return depth

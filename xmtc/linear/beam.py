@@ -24,12 +24,12 @@ deterministic and do not depend on the thread count.
 
 from __future__ import annotations
 
-import numba
 import numpy as np
 import scipy.sparse as sp
-from numba import njit, prange
 
+from .. import native
 from ..errors import ConfigError
+from ..native import ptr
 
 POST_PROCESSORS = ("l3-hinge", "sigmoid", "noop")
 # one weight: the child's offset under its parent and the value, side by side in one cache line
@@ -45,83 +45,46 @@ _SERIAL_ROWS = 64
 # layout
 
 
-@njit(cache=True, nogil=True)
 def _bias_row(indptr, indices, data, d):
-    n_cols = indptr.shape[0] - 1
-    out = np.zeros(n_cols, dtype=np.float32)
-    for c in range(n_cols):
-        for e in range(indptr[c], indptr[c + 1]):
-            if indices[e] == d:
-                out[c] = data[e]
+    """Row d (the bias weights) of a csc matrix as a dense vector over its columns."""
+    out = np.zeros(indptr.shape[0] - 1, dtype=np.float32)
+    at = np.flatnonzero(indices == d)
+    out[np.searchsorted(indptr, at, side="right") - 1] = data[at]
     return out
 
 
-@njit(cache=True, nogil=True)
 def _feature_major(indptr, indices, data, d, child_ptr, child_ids):
     """Counting sort of the weights by (feature, parent, child), then one segment per (feature, parent)."""
-    n_par = child_ptr.shape[0] - 1
+    keep = (indices < d) & (data != 0)
     ent_start = np.zeros(d + 1, dtype=np.int64)
-    for e in range(indices.shape[0]):
-        if indices[e] < d and data[e] != 0:
-            ent_start[indices[e] + 1] += 1
-    ent_start = np.cumsum(ent_start)
-    nnz = ent_start[d]
-    cursor = ent_start[:d].copy()
+    np.cumsum(np.bincount(indices[keep], minlength=d), out=ent_start[1:])
+    nnz = int(ent_start[d])
     ent = np.empty(nnz, dtype=ENTRY)
     ent_par = np.empty(nnz, dtype=np.int32)
-    for p in range(n_par):  # parents ascending, children ascending: rows come out sorted
-        for j in range(child_ptr[p], child_ptr[p + 1]):
-            col = child_ids[j]
-            for e in range(indptr[col], indptr[col + 1]):
-                r = indices[e]
-                if r < d and data[e] != 0:
-                    q = cursor[r]
-                    ent[q].col = j - child_ptr[p]
-                    ent[q].val = data[e]
-                    ent_par[q] = p
-                    cursor[r] = q + 1
-    n_seg = 0
-    for f in range(d):
-        prev = -1
-        for q in range(ent_start[f], ent_start[f + 1]):
-            if ent_par[q] != prev:
-                n_seg += 1
-                prev = ent_par[q]
+    cursor = ent_start[:d].copy()
+    native.lib().xmtc_feature_major_fill(
+        ptr(indptr, np.int64), ptr(indices, np.int32), ptr(data, np.float32), d, ptr(child_ptr, np.int64),
+        ptr(child_ids, np.int32), child_ptr.shape[0] - 1, ptr(cursor, np.int64), ptr(ent, ENTRY),
+        ptr(ent_par, np.int32))
+    # a segment starts at each feature's first entry and wherever the parent changes within a feature
+    first = np.zeros(nnz, dtype=bool)
+    first[ent_start[:d][np.diff(ent_start) > 0]] = True
+    first[1:] |= ent_par[1:] != ent_par[:-1]
+    starts = np.flatnonzero(first)
+    seg = np.empty((starts.shape[0], 2), dtype=np.int32)
+    seg[:, 0] = ent_par[starts]
+    seg[:, 1] = np.diff(np.append(starts, nnz))
     feat = np.empty((d + 1, 2), dtype=np.int64)
-    seg = np.empty((n_seg, 2), dtype=np.int32)
-    s = 0
-    for f in range(d):
-        feat[f, 0] = s
-        feat[f, 1] = ent_start[f]
-        prev = -1
-        for q in range(ent_start[f], ent_start[f + 1]):
-            if ent_par[q] != prev:
-                seg[s, 0] = ent_par[q]
-                seg[s, 1] = 0
-                s += 1
-                prev = ent_par[q]
-            seg[s - 1, 1] += 1
-    feat[d, 0] = n_seg
-    feat[d, 1] = nnz
+    feat[:, 0] = np.searchsorted(starts, ent_start)
+    feat[:, 1] = ent_start
     return feat, seg, ent
 
 
-@njit(cache=True, nogil=True)
 def _to_coo(child_ptr, child_ids, feat, seg, ent):
-    nnz = ent.shape[0]
-    rows = np.empty(nnz, dtype=np.int32)
-    cols = np.empty(nnz, dtype=np.int32)
-    vals = np.empty(nnz, dtype=np.float32)
-    for f in range(feat.shape[0] - 1):
-        e = feat[f, 1]
-        for s in range(feat[f, 0], feat[f + 1, 0]):
-            c0 = child_ptr[seg[s, 0]]
-            for _ in range(seg[s, 1]):
-                rows[e] = f
-                cols[e] = child_ids[c0 + ent[e].col]
-                vals[e] = ent[e].val
-                e += 1
-    return rows, cols, vals
+    rows = np.repeat(np.arange(feat.shape[0] - 1, dtype=np.int32), np.diff(feat[:, 1]))
+    parent = np.repeat(seg[:, 0], seg[:, 1])
+    cols = child_ids[child_ptr[parent] + ent["col"]]
+    return rows, cols.astype(np.int32), ent["val"].astype(np.float32)
 
 
 class BeamLevel:
@@ -211,155 +174,6 @@ class BeamLevel:
 # search kernels
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _post(code, s, parent):
-    if code == 0:
-        z = 1.0 - np.float64(s)
-        if z < 0.0:
-            z = 0.0
-        return np.float32(np.exp(-(z * z * z))) * parent
-    if code == 1:
-        return np.float32(1.0 / (1.0 + np.exp(-np.float64(s)))) * parent
-    return s
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _better(s1, i1, s2, i2):
-    return s1 > s2 or (s1 == s2 and i1 < i2)
-
-
-@njit(cache=True, nogil=True)
-def _sift_down(h_id, h_sc, size, pos):
-    # min-heap on quality: the root is the worst item kept
-    while True:
-        left = 2 * pos + 1
-        if left >= size:
-            return
-        w = left
-        right = left + 1
-        if right < size and _better(h_sc[w], h_id[w], h_sc[right], h_id[right]):
-            w = right
-        if _better(h_sc[pos], h_id[pos], h_sc[w], h_id[w]):
-            h_id[pos], h_id[w] = h_id[w], h_id[pos]
-            h_sc[pos], h_sc[w] = h_sc[w], h_sc[pos]
-            pos = w
-        else:
-            return
-
-
-@njit(cache=True, nogil=True)
-def _push(h_id, h_sc, size, keep, node, score):
-    """Offer one candidate to a bounded heap of the best ``keep``; returns the new size."""
-    if size < keep:
-        pos = size
-        h_id[pos] = node
-        h_sc[pos] = score
-        while pos > 0:
-            up = (pos - 1) // 2
-            if _better(h_sc[up], h_id[up], h_sc[pos], h_id[pos]):
-                h_id[pos], h_id[up] = h_id[up], h_id[pos]
-                h_sc[pos], h_sc[up] = h_sc[up], h_sc[pos]
-                pos = up
-            else:
-                break
-        return size + 1
-    if _better(score, node, h_sc[0], h_id[0]):
-        h_id[0] = node
-        h_sc[0] = score
-        _sift_down(h_id, h_sc, size, 0)
-    return size
-
-
-@njit(cache=True, nogil=True)
-def _sorted_beam(ids, scores, bp, bs):
-    """Valid (>= 0), distinct beam parents in ascending id order into bp/bs; returns how many."""
-    nb = 0
-    for j in range(ids.shape[0]):
-        p = ids[j]
-        if p < 0:
-            continue
-        q = nb
-        while q > 0 and bp[q - 1] > p:
-            q -= 1
-        if q > 0 and bp[q - 1] == p:
-            continue  # a repeated node: keep its first (best) score
-        for r in range(nb, q, -1):
-            bp[r] = bp[r - 1]
-            bs[r] = bs[r - 1]
-        bp[q] = p
-        bs[q] = scores[j]
-        nb += 1
-    return nb
-
-
-@njit(cache=True, nogil=True)
-def _step_rows(lo, hi, x_indptr, x_indices, x_data, in_ids, in_sc, child_ptr, child_ids, feat, seg, ent, bias_w,
-               bias, max_children, code, out_ids, out_sc):
-    keep = out_ids.shape[1]
-    width = in_ids.shape[1]
-    stride = max(max_children, 1)
-    buf = np.empty(width * stride, dtype=np.float32)  # row j: children of the j-th beam parent
-    bp = np.empty(width, dtype=np.int64)
-    bs = np.empty(width, dtype=np.float32)
-    h_id = np.empty(keep, dtype=np.int32)
-    h_sc = np.empty(keep, dtype=np.float32)
-    fbias = np.float32(bias)
-    for i in range(lo, hi):
-        nb = _sorted_beam(in_ids[i], in_sc[i], bp, bs)
-        for j in range(nb):
-            c0 = child_ptr[bp[j]]
-            for c in range(child_ptr[bp[j] + 1] - c0):
-                buf[j * stride + c] = bias_w[child_ids[c0 + c]] * fbias
-        for a in range(x_indptr[i], x_indptr[i + 1]):
-            f = x_indices[a]
-            v = x_data[a]
-            s = feat[f, 0]
-            s1 = feat[f + 1, 0]
-            e = feat[f, 1]
-            j = 0
-            while s < s1 and j < nb:  # merge the feature's parents with the beam's
-                q = seg[s, 0]
-                if q < bp[j]:
-                    e += seg[s, 1]
-                    s += 1
-                elif q > bp[j]:
-                    j += 1
-                else:
-                    off = j * stride
-                    n_e = seg[s, 1]
-                    for q in range(e, e + n_e):
-                        w = ent[q]
-                        buf[off + w.col] += v * w.val
-                    e += n_e
-                    s += 1
-                    j += 1
-        size = 0
-        for j in range(nb):
-            c0 = child_ptr[bp[j]]
-            for c in range(child_ptr[bp[j] + 1] - c0):
-                size = _push(h_id, h_sc, size, keep, child_ids[c0 + c], _post(code, buf[j * stride + c], bs[j]))
-        # pop worst-first into the tail: rows come out best-first
-        for r in range(size - 1, -1, -1):
-            out_ids[i, r] = h_id[0]
-            out_sc[i, r] = h_sc[0]
-            h_id[0] = h_id[r]
-            h_sc[0] = h_sc[r]
-            _sift_down(h_id, h_sc, r, 0)
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def _step_parallel(n_blocks, x_indptr, x_indices, x_data, in_ids, in_sc, child_ptr, child_ids, feat, seg, ent, bias_w,
-                   bias, max_children, code, out_ids, out_sc):
-    n = in_ids.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        lo = b * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            _step_rows(lo, hi, x_indptr, x_indices, x_data, in_ids, in_sc, child_ptr, child_ids, feat, seg, ent,
-                       bias_w, bias, max_children, code, out_ids, out_sc)
-
-
 # --------------------------------------------------------------------------------------------------
 # Python entry points
 
@@ -391,11 +205,6 @@ def root_beam(n: int) -> tuple[np.ndarray, np.ndarray]:
     return np.zeros((n, 1), dtype=np.int32), np.ones((n, 1), dtype=np.float32)
 
 
-def _threads(n_threads: int | None) -> int:
-    limit = numba.config.NUMBA_NUM_THREADS
-    return limit if not n_threads or n_threads < 0 else min(int(n_threads), limit)
-
-
 def beam_step(X: sp.csr_matrix, level: BeamLevel, beam_ids: np.ndarray, beam_scores: np.ndarray, keep: int, *,
               post_processor: str = "l3-hinge", n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Score the children of each instance's beam at ``level``; the ``keep`` best per row.
@@ -416,19 +225,15 @@ def beam_step(X: sp.csr_matrix, level: BeamLevel, beam_ids: np.ndarray, beam_sco
         raise ValueError(f"beam holds node {beam_ids.max()}, the level has {level.n_parents} parents")
     out_ids = np.full((n, keep), -1, dtype=np.int32)
     out_sc = np.zeros((n, keep), dtype=np.float32)
-    args = (X.indptr.astype(np.int64), X.indices.astype(np.int32, copy=False), X.data, beam_ids, beam_scores,
-            level.child_ptr, level.child_ids, level.feat, level.seg, level.ent, level.bias_w, level.bias,
-            level.max_children, code, out_ids, out_sc)
-    threads = _threads(n_threads)
-    if n < _SERIAL_ROWS or threads == 1:
-        _step_rows(0, n, *args)
-    else:
-        previous = numba.get_num_threads()
-        numba.set_num_threads(threads)
-        try:
-            _step_parallel(min(n, threads * 16), *args)
-        finally:
-            numba.set_num_threads(previous)
+    threads = 1 if n < _SERIAL_ROWS else native.resolve_threads(n_threads)
+    x_indptr = X.indptr.astype(np.int64)
+    x_indices = X.indices.astype(np.int32, copy=False)
+    native.check(native.lib().xmtc_beam_step(
+        n, ptr(x_indptr, np.int64), ptr(x_indices, np.int32), ptr(X.data, np.float32), ptr(beam_ids, np.int32),
+        ptr(beam_scores, np.float32), beam_ids.shape[1], ptr(level.child_ptr, np.int64),
+        ptr(level.child_ids, np.int32), ptr(level.feat, np.int64), ptr(level.seg, np.int32), ptr(level.ent, ENTRY),
+        ptr(level.bias_w, np.float32), level.bias, level.max_children, code, ptr(out_ids, np.int32),
+        ptr(out_sc, np.float32), keep, threads), "beam search")
     return out_ids, out_sc
 
 

@@ -8,36 +8,29 @@ omikuji/Parabel recipe that trades train time for a point or so of precision.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..features.tfidf import TfidfFeaturizer
-from ..index.kmeans import build_label_tree, tree_depth
 from ..index.pifa import pifa
-from ..index.tree import LabelTree
+from ..index.tree import LabelTree, tree_depth
 from ..linear.hierarchy import HierarchicalLinearModel
+from ..native import resolve_threads
 from .base import XMCModel, as_label_matrix, register
-from .ensemble import average_topk
 from .storage import ModelReader, ModelWriter
 
+# The TF-IDF featurizer, k-means and the tree ensemble are numba code, imported where they are used:
+# a model trained on given features with a one-level tree (or loaded to score given features) then
+# never loads numba's ~54 MB of LLVM.
+if TYPE_CHECKING:
+    from ..features.tfidf import TfidfFeaturizer
+
 log = logging.getLogger(__name__)
-
-
-def resolve_threads(n_threads: int) -> int:
-    """0 means every core this process may use."""
-    if n_threads > 0:
-        return n_threads
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        return os.cpu_count() or 1
 
 
 @dataclass
@@ -52,6 +45,8 @@ class TfidfParams:
     sublinear_tf: bool = param(True, "Use 1 + log(tf) instead of raw term counts.")
 
     def make_featurizer(self) -> TfidfFeaturizer:
+        from ..features.tfidf import TfidfFeaturizer
+
         return TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
                                max_features=self.max_features, sublinear_tf=self.sublinear_tf)
 
@@ -130,6 +125,8 @@ class XRLinear(XMCModel):
         label_emb = None if flat else pifa(X_feat, Y)
         self.models_ = []
         for t in range(cfg.n_trees):
+            if not flat:
+                from ..index.kmeans import build_label_tree
             tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]) if flat else build_label_tree(
                 label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
                 max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
@@ -173,6 +170,8 @@ class XRLinear(XMCModel):
         kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor)
         if len(self.models_) == 1:
             return self.models_[0].predict_topk(X_feat, k, **kwargs)
+        from .ensemble import average_topk
+
         k_each = max(k, self.beam_size)
         parts = [m.predict_topk(X_feat, k_each, **kwargs) for m in self.models_]
         return average_topk(parts, self.n_labels, k)
@@ -194,6 +193,8 @@ class XRLinear(XMCModel):
         names = [st.get("name") for st in reader.manifest["stages"]]
         self.featurizer_ = None
         if "featurizer" in names:
+            from ..features.tfidf import TfidfFeaturizer
+
             st = reader.stage("featurizer")
             self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
         self.n_features_ = int(reader.stage("features")["n_features"])

@@ -40,7 +40,6 @@ import scipy.sparse as sp
 
 from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..index.kmeans import build_label_tree
 from ..index.pifa import normalize_rows, pifa
 from ..linear.hierarchy import HierarchicalLinearModel
 from .base import as_label_matrix, register
@@ -174,6 +173,8 @@ class _TransformerModel(XRLinear):
         tokenizer, encoder = load_encoder(cfg.encoder, device)
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)
         label_emb = self._label_embeddings(X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device)
+        from ..index.kmeans import build_label_tree
+
         tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
                                 seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
         chain = tree.chain

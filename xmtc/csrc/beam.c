@@ -1,0 +1,232 @@
+/* Beam search kernels: score the children of each row's beam parents and keep the best.
+ * xmtc/linear/beam.py describes the feature-major weight layout these walk and calls them via ctypes.
+ * Scores are float32 throughout, as in the Python layout; ties rank the smaller node id first. */
+#include "native.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+typedef struct {
+    int32_t col; /* the child's offset under its parent */
+    float val;
+} entry_t;
+
+/* ---------------------------------------------------------------------------------------------- */
+/* layout: counting sort of the weights by (feature, parent, child) */
+
+XMTC_API void xmtc_feature_major_fill(const int64_t *indptr, const int32_t *indices, const float *data, int64_t d,
+                                      const int64_t *child_ptr, const int32_t *child_ids, int64_t n_par,
+                                      int64_t *cursor, entry_t *ent, int32_t *ent_par) {
+    for (int64_t p = 0; p < n_par; p++) { /* parents ascending, children ascending: rows come out sorted */
+        for (int64_t j = child_ptr[p]; j < child_ptr[p + 1]; j++) {
+            const int64_t col = child_ids[j];
+            for (int64_t e = indptr[col]; e < indptr[col + 1]; e++) {
+                const int64_t r = indices[e];
+                if (r < d && data[e] != 0.0f) {
+                    const int64_t q = cursor[r]++;
+                    ent[q].col = (int32_t)(j - child_ptr[p]);
+                    ent[q].val = data[e];
+                    ent_par[q] = (int32_t)p;
+                }
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* search */
+
+enum { POST_L3_HINGE = 0, POST_SIGMOID = 1, POST_NOOP = 2 };
+
+static inline float post(int code, float s, float parent) {
+    if (code == POST_L3_HINGE) {
+        double z = 1.0 - (double)s;
+        if (z < 0.0) z = 0.0;
+        return (float)exp(-(z * z * z)) * parent;
+    }
+    if (code == POST_SIGMOID) return (float)(1.0 / (1.0 + exp(-(double)s))) * parent;
+    return s;
+}
+
+static inline int better(float s1, int32_t i1, float s2, int32_t i2) { return s1 > s2 || (s1 == s2 && i1 < i2); }
+
+/* min-heap on quality: the root is the worst item kept */
+static void sift_down(int32_t *h_id, float *h_sc, int64_t size, int64_t pos) {
+    for (;;) {
+        const int64_t left = 2 * pos + 1;
+        if (left >= size) return;
+        int64_t w = left;
+        const int64_t right = left + 1;
+        if (right < size && better(h_sc[w], h_id[w], h_sc[right], h_id[right])) w = right;
+        if (!better(h_sc[pos], h_id[pos], h_sc[w], h_id[w])) return;
+        int32_t ti = h_id[pos];
+        h_id[pos] = h_id[w];
+        h_id[w] = ti;
+        float ts = h_sc[pos];
+        h_sc[pos] = h_sc[w];
+        h_sc[w] = ts;
+        pos = w;
+    }
+}
+
+/* Offer one candidate to a bounded heap of the best `keep`; returns the new size. */
+static int64_t push(int32_t *h_id, float *h_sc, int64_t size, int64_t keep, int32_t node, float score) {
+    if (size < keep) {
+        int64_t pos = size;
+        h_id[pos] = node;
+        h_sc[pos] = score;
+        while (pos > 0) {
+            const int64_t up = (pos - 1) / 2;
+            if (!better(h_sc[up], h_id[up], h_sc[pos], h_id[pos])) break;
+            int32_t ti = h_id[pos];
+            h_id[pos] = h_id[up];
+            h_id[up] = ti;
+            float ts = h_sc[pos];
+            h_sc[pos] = h_sc[up];
+            h_sc[up] = ts;
+            pos = up;
+        }
+        return size + 1;
+    }
+    if (better(score, node, h_sc[0], h_id[0])) {
+        h_id[0] = node;
+        h_sc[0] = score;
+        sift_down(h_id, h_sc, size, 0);
+    }
+    return size;
+}
+
+/* Valid (>= 0), distinct beam parents in ascending id order into bp/bs; returns how many. */
+static int64_t sorted_beam(const int32_t *ids, const float *scores, int64_t width, int32_t *bp, float *bs) {
+    int64_t nb = 0;
+    for (int64_t j = 0; j < width; j++) {
+        const int32_t p = ids[j];
+        if (p < 0) continue;
+        int64_t q = nb;
+        while (q > 0 && bp[q - 1] > p) q--;
+        if (q > 0 && bp[q - 1] == p) continue; /* a repeated node: keep its first (best) score */
+        for (int64_t r = nb; r > q; r--) {
+            bp[r] = bp[r - 1];
+            bs[r] = bs[r - 1];
+        }
+        bp[q] = p;
+        bs[q] = scores[j];
+        nb++;
+    }
+    return nb;
+}
+
+typedef struct {
+    int64_t n;
+    const int64_t *x_indptr;
+    const int32_t *x_indices;
+    const float *x_data;
+    const int32_t *in_ids;
+    const float *in_sc;
+    int64_t width;
+    const int64_t *child_ptr;
+    const int32_t *child_ids;
+    const int64_t *feat; /* (d + 1) x 2: first segment, first entry */
+    const int32_t *seg;  /* n_seg x 2: parent, entries */
+    const entry_t *ent;
+    const float *bias_w;
+    float bias;
+    int64_t max_children;
+    int code;
+    int32_t *out_ids;
+    float *out_sc;
+    int64_t keep;
+    int64_t chunk;
+    int64_t next; /* next unclaimed row, taken `chunk` at a time */
+    int failed;
+} step_args_t;
+
+static void step_rows(step_args_t *a, int64_t lo, int64_t hi, float *buf, int32_t *bp, float *bs, int32_t *h_id,
+                      float *h_sc) {
+    const int64_t stride = a->max_children > 0 ? a->max_children : 1;
+    for (int64_t i = lo; i < hi; i++) {
+        const int64_t nb = sorted_beam(a->in_ids + i * a->width, a->in_sc + i * a->width, a->width, bp, bs);
+        for (int64_t j = 0; j < nb; j++) {
+            const int64_t c0 = a->child_ptr[bp[j]], nc = a->child_ptr[bp[j] + 1] - c0;
+            for (int64_t c = 0; c < nc; c++) buf[j * stride + c] = a->bias_w[a->child_ids[c0 + c]] * a->bias;
+        }
+        for (int64_t q = a->x_indptr[i]; q < a->x_indptr[i + 1]; q++) {
+            const int64_t f = a->x_indices[q];
+            const float v = a->x_data[q];
+            int64_t s = a->feat[2 * f], e = a->feat[2 * f + 1];
+            const int64_t s1 = a->feat[2 * (f + 1)];
+            int64_t j = 0;
+            while (s < s1 && j < nb) { /* merge the feature's parents with the beam's */
+                const int32_t p = a->seg[2 * s];
+                const int64_t n_e = a->seg[2 * s + 1];
+                if (p < bp[j]) {
+                    e += n_e;
+                    s++;
+                } else if (p > bp[j]) {
+                    j++;
+                } else {
+                    float *row = buf + j * stride;
+                    for (int64_t r = e; r < e + n_e; r++) row[a->ent[r].col] += v * a->ent[r].val;
+                    e += n_e;
+                    s++;
+                    j++;
+                }
+            }
+        }
+        int64_t size = 0;
+        for (int64_t j = 0; j < nb; j++) {
+            const int64_t c0 = a->child_ptr[bp[j]], nc = a->child_ptr[bp[j] + 1] - c0;
+            for (int64_t c = 0; c < nc; c++)
+                size = push(h_id, h_sc, size, a->keep, a->child_ids[c0 + c], post(a->code, buf[j * stride + c], bs[j]));
+        }
+        int32_t *oi = a->out_ids + i * a->keep;
+        float *os = a->out_sc + i * a->keep;
+        for (int64_t r = size - 1; r >= 0; r--) { /* pop worst-first into the tail: rows come out best-first */
+            oi[r] = h_id[0];
+            os[r] = h_sc[0];
+            h_id[0] = h_id[r];
+            h_sc[0] = h_sc[r];
+            sift_down(h_id, h_sc, r, 0);
+        }
+    }
+}
+
+static void step_worker(void *ctx, int t) {
+    step_args_t *a = (step_args_t *)ctx;
+    (void)t;
+    const int64_t stride = a->max_children > 0 ? a->max_children : 1;
+    const int64_t width = a->width > 0 ? a->width : 1;
+    float *buf = (float *)malloc(sizeof(float) * (size_t)(width * stride));
+    int32_t *bp = (int32_t *)malloc(sizeof(int32_t) * (size_t)width);
+    float *bs = (float *)malloc(sizeof(float) * (size_t)width);
+    int32_t *h_id = (int32_t *)malloc(sizeof(int32_t) * (size_t)a->keep);
+    float *h_sc = (float *)malloc(sizeof(float) * (size_t)a->keep);
+    if (!buf || !bp || !bs || !h_id || !h_sc) {
+        __atomic_store_n(&a->failed, 1, __ATOMIC_RELAXED);
+    } else {
+        for (;;) {
+            const int64_t lo = __atomic_fetch_add(&a->next, a->chunk, __ATOMIC_RELAXED);
+            if (lo >= a->n) break;
+            step_rows(a, lo, lo + a->chunk < a->n ? lo + a->chunk : a->n, buf, bp, bs, h_id, h_sc);
+        }
+    }
+    free(buf);
+    free(bp);
+    free(bs);
+    free(h_id);
+    free(h_sc);
+}
+
+/* One level of beam search for rows 0..n-1; out_ids/out_sc (n x keep) must come in as -1 / 0. */
+XMTC_API int xmtc_beam_step(int64_t n, const int64_t *x_indptr, const int32_t *x_indices, const float *x_data,
+                            const int32_t *in_ids, const float *in_sc, int64_t width, const int64_t *child_ptr,
+                            const int32_t *child_ids, const int64_t *feat, const int32_t *seg, const entry_t *ent,
+                            const float *bias_w, float bias, int64_t max_children, int code, int32_t *out_ids,
+                            float *out_sc, int64_t keep, int n_threads) {
+    step_args_t a = {n, x_indptr, x_indices, x_data, in_ids, in_sc, width, child_ptr, child_ids, feat, seg, ent,
+                     bias_w, bias, max_children, code, out_ids, out_sc, keep, 64, 0, 0};
+    if (n_threads > 1 && n <= a.chunk) n_threads = 1;
+    if (n_threads > 1 && (n + a.chunk - 1) / a.chunk < n_threads) n_threads = (int)((n + a.chunk - 1) / a.chunk);
+    if (xmtc_run_threads(n_threads, step_worker, &a) != 0) return -1;
+    return a.failed ? -1 : 0;
+}

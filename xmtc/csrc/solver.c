@@ -1,0 +1,428 @@
+/* One-vs-all L2-loss SVM training for one tree level: liblinear's dual coordinate descent, 16 outputs
+ * at a time.  xmtc/linear/solver.py explains the data layout and calls these through ctypes; this
+ * file only holds the loops that must run at C speed, and the pthreads that share them out.
+ *
+ * Numerics follow the Python reference exactly: weights being trained are float32, every sum,
+ * the dual variables and the step sizes are double, and nothing is contracted into FMAs
+ * (-ffp-contract=off), so each lane computes the same bits on every build and thread count.
+ */
+#include "native.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LANES 16
+#define FEW_LANES 4
+
+/* xorshift64*: one word of state, so each block owns a cheap, reproducible stream. */
+static inline uint64_t next_rand(uint64_t *state) {
+    uint64_t x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    return x * UINT64_C(2685821657736338717);
+}
+
+/* splitmix64 of k: well spread, nonzero starting states. */
+static uint64_t seed_state(uint64_t k) {
+    uint64_t z = k + UINT64_C(0x9E3779B97F4A7C15);
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    z = z ^ (z >> 31);
+    return z ? z : UINT64_C(0x9E3779B97F4A7C15);
+}
+
+/* Per-thread scratch of the block solver. */
+typedef struct {
+    float *w;          /* (u + 1) x LANES, row-major: the 16 lanes of one feature share a cache line */
+    double *alpha;     /* m x LANES */
+    int8_t *yv;        /* m x LANES: +1, -1, or 0 (row outside the lane's training set) */
+    uint8_t *shrunk;   /* m x LANES */
+    int32_t *count;    /* m: live lanes of a row */
+    int32_t *perm;     /* m */
+} scratch_t;
+
+/* liblinear's solve_l2r_l1l2_svc (L2 loss) for nl <= LANES outputs sharing local rows r0..r0+m.
+ * Every lane runs its own alpha, shrinking and stopping rule over one shared, seeded row order;
+ * see solver.py (_dcd_block's docstring in the history of that file) for why the order is shared. */
+XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const float *lval, int64_t r0, int64_t m,
+                               const double *rsq, scratch_t *s, int64_t u, int nl, double bias, double dpos,
+                               double dneg, double eps, int64_t max_iter, int64_t *iters) {
+    float *wf = s->w;
+    const int64_t ub = u * LANES;
+    double gb[LANES], dl[LANES], pgmax_old[LANES], pgmax_new[LANES], pgmin_new[LANES];
+    int64_t n_act[LANES], m_lane[LANES];
+    int done[LANES];
+    int8_t *yv = s->yv;
+    uint8_t *shrunk = s->shrunk;
+    int32_t *count = s->count, *perm = s->perm;
+    double *alpha = s->alpha;
+
+    for (int b = 0; b < LANES; b++) {
+        pgmax_old[b] = INFINITY;
+        n_act[b] = 0;
+        m_lane[b] = 0;
+        done[b] = b >= nl;
+        if (b < nl) iters[b] = max_iter;
+    }
+    for (int64_t i = 0; i < m; i++) {
+        perm[i] = (int32_t)i;
+        int c = 0;
+        for (int b = 0; b < LANES; b++) {
+            if (b < nl && yv[i * LANES + b] != 0) {
+                shrunk[i * LANES + b] = 0;
+                m_lane[b]++;
+                c++;
+            } else {
+                shrunk[i * LANES + b] = 1;
+            }
+        }
+        count[i] = c;
+    }
+    for (int b = 0; b < nl; b++) n_act[b] = m_lane[b];
+    uint64_t state = seed_state(0);
+    int n_live = nl;
+    int64_t it = 0;
+    while (it < max_iter && n_live > 0) {
+        for (int b = 0; b < LANES; b++) {
+            pgmax_new[b] = -INFINITY;
+            pgmin_new[b] = INFINITY;
+        }
+        for (int64_t i = 0; i < m - 1; i++) {
+            int64_t j = i + (int64_t)(next_rand(&state) % (uint64_t)(m - i));
+            int32_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int64_t t = 0; t < m; t++) {
+            const int64_t i = perm[t];
+            if (count[i] == 0) continue;
+            const int64_t r = r0 + i;
+            const int64_t start = lptr[r], stop = lptr[r + 1];
+            const uint8_t *sh = shrunk + i * LANES;
+            if (count[i] <= FEW_LANES) {
+                /* few live lanes: sum only those (same per-lane order, so the same bits) */
+                for (int b = 0; b < LANES; b++) {
+                    if (sh[b]) continue;
+                    double g = (double)wf[ub + b] * bias;
+                    for (int64_t q = start; q < stop; q++) g += (double)wf[(int64_t)lind[q] * LANES + b] * (double)lval[q];
+                    gb[b] = g;
+                }
+            } else {
+                double g[LANES];
+                for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * bias;
+                for (int64_t q = start; q < stop; q++) {
+                    const float *wr = wf + (int64_t)lind[q] * LANES;
+                    const double v = (double)lval[q];
+                    for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
+                }
+                for (int b = 0; b < LANES; b++) gb[b] = g[b];
+            }
+            int n_upd = 0;
+            const double rq = rsq[r];
+            int8_t *yr = yv + i * LANES;
+            double *ar = alpha + i * LANES;
+            uint8_t *shw = shrunk + i * LANES;
+            for (int b = 0; b < LANES; b++) {
+                dl[b] = 0.0;
+                if (shw[b]) continue;
+                double yi, diag;
+                if (yr[b] > 0) {
+                    yi = 1.0;
+                    diag = dpos;
+                } else {
+                    yi = -1.0;
+                    diag = dneg;
+                }
+                const double a_old = ar[b];
+                const double G = yi * gb[b] - 1.0 + a_old * diag;
+                double pg = 0.0;
+                if (a_old == 0.0) {
+                    if (G > pgmax_old[b]) {
+                        shw[b] = 1;
+                        count[i]--;
+                        n_act[b]--;
+                        continue;
+                    } else if (G < 0.0) {
+                        pg = G;
+                    }
+                } else {
+                    pg = G;
+                }
+                if (pg > pgmax_new[b]) pgmax_new[b] = pg;
+                if (pg < pgmin_new[b]) pgmin_new[b] = pg;
+                if (fabs(pg) > 1e-12) {
+                    double a_new = a_old - G / (rq + diag);
+                    if (a_new < 0.0) a_new = 0.0;
+                    ar[b] = a_new;
+                    dl[b] = (a_new - a_old) * yi;
+                    n_upd++;
+                }
+            }
+            if (n_upd == 0) continue;
+            if (n_upd <= FEW_LANES) {
+                for (int b = 0; b < LANES; b++) {
+                    const double d = dl[b];
+                    if (d == 0.0) continue;
+                    for (int64_t q = start; q < stop; q++) {
+                        float *wp = wf + (int64_t)lind[q] * LANES + b;
+                        *wp = (float)((double)*wp + d * (double)lval[q]);
+                    }
+                    wf[ub + b] = (float)((double)wf[ub + b] + d * bias);
+                }
+            } else {
+                for (int64_t q = start; q < stop; q++) {
+                    float *wr = wf + (int64_t)lind[q] * LANES;
+                    const double v = (double)lval[q];
+                    for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
+                }
+                for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * bias);
+            }
+        }
+        it++;
+        for (int b = 0; b < nl; b++) {
+            if (done[b]) continue;
+            if (pgmax_new[b] - pgmin_new[b] <= eps) {
+                if (n_act[b] == m_lane[b]) { /* converged without shrinking: freeze the lane */
+                    done[b] = 1;
+                    iters[b] = it;
+                    n_live--;
+                    for (int64_t i = 0; i < m; i++) {
+                        if (shrunk[i * LANES + b] == 0) {
+                            shrunk[i * LANES + b] = 1;
+                            count[i]--;
+                        }
+                    }
+                } else { /* converged on the shrunk problem: unshrink and check on all its rows */
+                    for (int64_t i = 0; i < m; i++) {
+                        if (shrunk[i * LANES + b] != 0 && yv[i * LANES + b] != 0) {
+                            shrunk[i * LANES + b] = 0;
+                            count[i]++;
+                        }
+                    }
+                    n_act[b] = m_lane[b];
+                    pgmax_old[b] = INFINITY;
+                }
+            } else {
+                pgmax_old[b] = pgmax_new[b] > 0.0 ? pgmax_new[b] : INFINITY;
+            }
+        }
+    }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Copy each parent's rows into the batch CSR with feature ids renumbered to its sorted vocabulary. */
+
+typedef struct {
+    const int64_t *x_ptr;
+    const int32_t *x_ind;
+    const float *x_val;
+    const int32_t *rows;
+    const int64_t *row_off;
+    const int64_t *lptr;
+    int32_t *lind;
+    float *lval;
+    int32_t *feat;
+    const int64_t *feat_off;
+    int64_t *n_feat;
+    int64_t d;
+    const int64_t *work;
+    const int64_t *work_off;
+    int failed;
+} build_args_t;
+
+static int cmp_i32(const void *a, const void *b) {
+    const int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void build_worker(void *ctx, int t) {
+    build_args_t *a = (build_args_t *)ctx;
+    int32_t *mp = (int32_t *)malloc((size_t)(a->d > 0 ? a->d : 1) * sizeof(int32_t));
+    if (!mp) {
+        a->failed = 1;
+        return;
+    }
+    for (int64_t j = 0; j < a->d; j++) mp[j] = -1;
+    for (int64_t wi = a->work_off[t]; wi < a->work_off[t + 1]; wi++) {
+        const int64_t b = a->work[wi];
+        int32_t *vocab = a->feat + a->feat_off[b];
+        int64_t nf = 0;
+        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1]; g++) {
+            const int64_t xr = a->rows[g];
+            for (int64_t q = a->x_ptr[xr]; q < a->x_ptr[xr + 1]; q++) {
+                const int32_t j = a->x_ind[q];
+                if (mp[j] < 0) {
+                    mp[j] = 0;
+                    vocab[nf++] = j;
+                }
+            }
+        }
+        qsort(vocab, (size_t)nf, sizeof(int32_t), cmp_i32);
+        for (int64_t jj = 0; jj < nf; jj++) mp[vocab[jj]] = (int32_t)jj;
+        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1]; g++) {
+            const int64_t xr = a->rows[g];
+            int64_t dst = a->lptr[g];
+            for (int64_t q = a->x_ptr[xr]; q < a->x_ptr[xr + 1]; q++, dst++) {
+                a->lind[dst] = mp[a->x_ind[q]];
+                a->lval[dst] = a->x_val[q];
+            }
+        }
+        for (int64_t jj = 0; jj < nf; jj++) mp[vocab[jj]] = -1;
+        a->n_feat[b] = nf;
+    }
+    free(mp);
+}
+
+XMTC_API int xmtc_build_batch(const int64_t *x_ptr, const int32_t *x_ind, const float *x_val, const int32_t *rows,
+                              const int64_t *row_off, const int64_t *lptr, int32_t *lind, float *lval, int32_t *feat,
+                              const int64_t *feat_off, int64_t *n_feat, int64_t d, const int64_t *work,
+                              const int64_t *work_off, int n_threads) {
+    build_args_t a = {x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, feat, feat_off, n_feat, d, work, work_off, 0};
+    if (xmtc_run_threads(n_threads, build_worker, &a) != 0) return -1;
+    return a.failed ? -1 : 0;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* Train every block of a batch; thread t takes blocks work[work_off[t]:work_off[t+1]] from progress[t]. */
+
+typedef struct {
+    const int64_t *lptr;
+    const int32_t *lind;
+    const float *lval;
+    const double *rsq;
+    const int32_t *rows;
+    const uint8_t *row_active;
+    const int64_t *row_off;
+    const int32_t *feat;
+    const int64_t *feat_off;
+    const int64_t *n_feat;
+    const int64_t *y_ptr;
+    const int32_t *y_ind;
+    const int64_t *blk_out;     /* nblk x LANES, -1 = unused lane */
+    const int64_t *blk_parent;
+    const int64_t *work;
+    const int64_t *work_off;
+    int64_t *progress;
+    double bias, dpos, dneg, eps;
+    int64_t max_iter;
+    double threshold;
+    int32_t bias_row;
+    int64_t max_m, max_u;
+    int32_t *o_rows;            /* n_threads x cap */
+    float *o_vals;
+    int64_t cap;
+    int64_t *o_used;
+    int64_t *res_start, *res_count, *res_iter;   /* nblk x LANES */
+    int failed;
+} train_args_t;
+
+static int64_t lower_bound_i32(const int32_t *a, int64_t n, int32_t x) {
+    int64_t lo = 0, hi = n;
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (a[mid] < x) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static void train_worker(void *ctx, int t) {
+    train_args_t *a = (train_args_t *)ctx;
+    const int64_t M = a->max_m > 0 ? a->max_m : 1;
+    scratch_t s;
+    s.w = (float *)calloc((size_t)(a->max_u + 1) * LANES, sizeof(float));
+    s.alpha = (double *)malloc((size_t)M * LANES * sizeof(double));
+    s.yv = (int8_t *)malloc((size_t)M * LANES);
+    s.shrunk = (uint8_t *)malloc((size_t)M * LANES);
+    s.count = (int32_t *)malloc((size_t)M * sizeof(int32_t));
+    s.perm = (int32_t *)malloc((size_t)M * sizeof(int32_t));
+    if (!s.w || !s.alpha || !s.yv || !s.shrunk || !s.count || !s.perm) {
+        a->failed = 1;
+        goto out;
+    }
+    int32_t *orow = a->o_rows + (int64_t)t * a->cap;
+    float *oval = a->o_vals + (int64_t)t * a->cap;
+    int64_t iters[LANES];
+    int64_t used = 0;
+    int64_t wi = a->progress[t];
+    for (; wi < a->work_off[t + 1]; wi++) {
+        const int64_t j = a->work[wi];
+        const int64_t b = a->blk_parent[j];
+        const int64_t u = a->n_feat[b];
+        if (used + LANES * (u + 1) > a->cap) break;
+        const int64_t r0 = a->row_off[b];
+        const int64_t m = a->row_off[b + 1] - r0;
+        const int32_t *prow = a->rows + r0;
+        const int64_t *outs = a->blk_out + j * LANES;
+        int nl = 0;
+        while (nl < LANES && outs[nl] >= 0) nl++;
+        for (int64_t i = 0; i < m; i++) {
+            const int8_t neg = a->row_active[r0 + i] ? -1 : 0;
+            for (int lane = 0; lane < LANES; lane++) {
+                s.yv[i * LANES + lane] = lane < nl ? neg : 0;
+                s.alpha[i * LANES + lane] = 0.0;
+            }
+        }
+        for (int lane = 0; lane < nl; lane++) {
+            const int64_t k = outs[lane];
+            for (int64_t q = a->y_ptr[k]; q < a->y_ptr[k + 1]; q++)
+                s.yv[lower_bound_i32(prow, m, a->y_ind[q]) * LANES + lane] = 1;
+        }
+        dcd_block(a->lptr, a->lind, a->lval, r0, m, a->rsq, &s, u, nl, a->bias, a->dpos, a->dneg, a->eps,
+                  a->max_iter, iters);
+        const int32_t *feat = a->feat + a->feat_off[b];
+        for (int lane = 0; lane < nl; lane++) {
+            a->res_iter[j * LANES + lane] = iters[lane];
+            a->res_start[j * LANES + lane] = used;
+            int64_t cnt = 0;
+            for (int64_t jj = 0; jj < u; jj++) {
+                const float v = s.w[jj * LANES + lane];
+                if (v != 0.0f) {
+                    if (fabs((double)v) >= a->threshold) {
+                        orow[used + cnt] = feat[jj];
+                        oval[used + cnt] = v;
+                        cnt++;
+                    }
+                    s.w[jj * LANES + lane] = 0.0f;
+                }
+            }
+            const float vb = s.w[u * LANES + lane];
+            if (vb != 0.0f) {
+                orow[used + cnt] = a->bias_row;
+                oval[used + cnt] = vb;
+                cnt++;
+            }
+            s.w[u * LANES + lane] = 0.0f;
+            a->res_count[j * LANES + lane] = cnt;
+            used += cnt;
+        }
+    }
+    a->progress[t] = wi;
+    a->o_used[t] = used;
+out:
+    free(s.w);
+    free(s.alpha);
+    free(s.yv);
+    free(s.shrunk);
+    free(s.count);
+    free(s.perm);
+}
+
+XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
+                              const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
+                              const int32_t *feat, const int64_t *feat_off, const int64_t *n_feat,
+                              const int64_t *y_ptr, const int32_t *y_ind, const int64_t *blk_out,
+                              const int64_t *blk_parent, const int64_t *work, const int64_t *work_off,
+                              int64_t *progress, double bias, double dpos, double dneg, double eps,
+                              int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m, int64_t max_u,
+                              int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used, int64_t *res_start,
+                              int64_t *res_count, int64_t *res_iter, int n_threads) {
+    train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, feat_off, n_feat, y_ptr, y_ind,
+                      blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
+                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter, 0};
+    if (xmtc_run_threads(n_threads, train_worker, &a) != 0) return -1;
+    return a.failed ? -1 : 0;
+}

@@ -1,0 +1,89 @@
+"""xmtc's compiled kernels (``xmtc/csrc``), loaded with ctypes.
+
+Why C and ctypes instead of numba for the linear solver and beam search: these two run on every
+XR-Linear fit and prediction, and numba's price is paid by each process that uses them: ~54 MB of
+LLVM in memory and ~0.5 s of dispatch set-up on the first call, even with every kernel cached.  On a
+small data set (reuters21578: 7.8k documents) that was a third of the training time and half the
+memory.  The C kernels are built by ``pip install`` (setup.py), cost nothing to load, and ctypes
+releases the GIL around every call.  numba still compiles the kernels that only big jobs use
+(TF-IDF of raw text, k-means), where its start-up is noise.
+
+Each kernel takes raw pointers, so :func:`ptr` checks dtype and contiguity before handing one out:
+a wrong array here would be memory corruption, not an exception.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+
+import numpy as np
+
+from .errors import XmtcError
+
+_c_int, _c_i64, _c_i32, _c_dbl, _c_flt, _p = (ctypes.c_int, ctypes.c_int64, ctypes.c_int32, ctypes.c_double,
+                                              ctypes.c_float, ctypes.c_void_p)
+
+# name -> (argument types); every kernel returns int (0 = done, -1 = out of memory) unless listed in _VOID
+_SIGNATURES = {
+    "xmtc_build_batch": [_p] * 11 + [_c_i64, _p, _p, _c_int],
+    "xmtc_train_batch": [_p] * 17 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
+                        + [_p] * 4 + [_c_int],
+    "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
+    "xmtc_beam_step": [_c_i64] + [_p] * 5 + [_c_i64] + [_p] * 6 + [_c_flt, _c_i64, _c_int, _p, _p, _c_i64, _c_int],
+}
+_VOID = {"xmtc_feature_major_fill"}
+
+_lib = None
+
+
+class NativeBuildError(XmtcError, ImportError):
+    """The compiled kernels are missing: xmtc was not installed with ``pip install`` (which builds them)."""
+
+
+def lib() -> ctypes.CDLL:
+    """The loaded kernel library, its signatures declared (loaded once per process)."""
+    global _lib
+    if _lib is None:
+        try:
+            from . import _native
+        except ImportError as exc:
+            raise NativeBuildError(
+                f"xmtc's compiled kernels are not built ({exc}); install xmtc with `pip install .` or "
+                "`pip install -e .`, which compiles them (a C compiler is needed)") from None
+        handle = ctypes.CDLL(_native.__file__)
+        for name, argtypes in _SIGNATURES.items():
+            fn = getattr(handle, name)
+            fn.argtypes = argtypes
+            fn.restype = None if name in _VOID else ctypes.c_int
+        _lib = handle
+    return _lib
+
+
+def ptr(a: np.ndarray, dtype) -> int:
+    """Address of a C-contiguous array of exactly ``dtype`` (checked: a mismatch is a bug, not data)."""
+    if not isinstance(a, np.ndarray) or a.dtype != np.dtype(dtype) or not a.flags.c_contiguous:
+        raise TypeError(f"kernel argument must be a C-contiguous {np.dtype(dtype)} array, got "
+                        f"{getattr(a, 'dtype', type(a).__name__)}"
+                        f"{'' if getattr(a, 'flags', None) is None or a.flags.c_contiguous else ' (not contiguous)'}")
+    return a.ctypes.data
+
+
+def check(status: int, what: str) -> None:
+    if status != 0:
+        raise MemoryError(f"{what}: out of memory in a compiled kernel")
+
+
+def available_threads() -> int:
+    """CPUs this process may run on (its affinity mask, not the machine's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def resolve_threads(n_threads) -> int:
+    """None / 0 / negative -> every available CPU; otherwise the number asked for (at least 1)."""
+    if n_threads is None or isinstance(n_threads, bool) or int(n_threads) <= 0:
+        return available_threads()
+    return int(n_threads)
