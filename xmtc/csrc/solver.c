@@ -213,7 +213,15 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
 }
 
 /* ---------------------------------------------------------------------------------------------- */
-/* Copy each parent's rows into the batch CSR with feature ids renumbered to its sorted vocabulary. */
+/* Copy each parent's rows into the batch CSR with feature ids renumbered to local ids.
+ *
+ * Local ids go by descending frequency in the parent's rows (ties: ascending global id), so the
+ * weight rows of the features that most rows touch sit together at the front of the block and stay
+ * in cache (on reuters21578 the 16k most frequent of 110k features hold 74% of the entries);
+ * and each row's entries are stored in ascending local id, so a row's sweep over the block moves
+ * forward through memory from the hot end.  Measured ~25% less CPU time on reuters21578 than global
+ * ids.  (The sums then run in that order, which depends only on the parent's rows.)  feat[] keeps
+ * the parent's global ids ascending and lpos[] the local id of each, the order weights are read in. */
 
 typedef struct {
     const int64_t *x_ptr;
@@ -225,6 +233,7 @@ typedef struct {
     int32_t *lind;
     float *lval;
     int32_t *feat;
+    int32_t *lpos;
     const int64_t *feat_off;
     int64_t *n_feat;
     int64_t d;
@@ -238,6 +247,41 @@ static int cmp_i32(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+/* Ascending sort of short arrays of keys (a row's entries): insertion sort below 24, else quicksort. */
+static void sort_u64(uint64_t *a, int64_t n) {
+    while (n > 24) {
+        const uint64_t x = a[0], y = a[n / 2], z = a[n - 1];
+        const uint64_t pivot = x < y ? (y < z ? y : (x < z ? z : x)) : (x < z ? x : (y < z ? z : y));
+        int64_t i = 0, j = n - 1;
+        for (;;) {
+            while (a[i] < pivot) i++;
+            while (a[j] > pivot) j--;
+            if (i >= j) break;
+            const uint64_t tmp = a[i];
+            a[i++] = a[j];
+            a[j--] = tmp;
+        }
+        /* recurse into the smaller part, loop on the larger */
+        if (j + 1 < n - j - 1) {
+            sort_u64(a, j + 1);
+            a += j + 1;
+            n -= j + 1;
+        } else {
+            sort_u64(a + j + 1, n - j - 1);
+            n = j + 1;
+        }
+    }
+    for (int64_t i = 1; i < n; i++) {
+        const uint64_t v = a[i];
+        int64_t k = i;
+        while (k > 0 && a[k - 1] > v) {
+            a[k] = a[k - 1];
+            k--;
+        }
+        a[k] = v;
+    }
+}
+
 static void build_worker(void *ctx, int t) {
     build_args_t *a = (build_args_t *)ctx;
     int32_t *mp = (int32_t *)malloc((size_t)(a->d > 0 ? a->d : 1) * sizeof(int32_t));
@@ -246,11 +290,14 @@ static void build_worker(void *ctx, int t) {
         return;
     }
     for (int64_t j = 0; j < a->d; j++) mp[j] = -1;
+    uint64_t *key = NULL;
+    int64_t key_cap = 0;
     for (int64_t wi = a->work_off[t]; wi < a->work_off[t + 1]; wi++) {
         const int64_t b = a->work[wi];
         int32_t *vocab = a->feat + a->feat_off[b];
+        int32_t *lpos = a->lpos + a->feat_off[b];
         int64_t nf = 0;
-        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1]; g++) {
+        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1]; g++) { /* distinct features and their counts */
             const int64_t xr = a->rows[g];
             for (int64_t q = a->x_ptr[xr]; q < a->x_ptr[xr + 1]; q++) {
                 const int32_t j = a->x_ind[q];
@@ -258,29 +305,60 @@ static void build_worker(void *ctx, int t) {
                     mp[j] = 0;
                     vocab[nf++] = j;
                 }
+                mp[j]++;
             }
         }
         qsort(vocab, (size_t)nf, sizeof(int32_t), cmp_i32);
-        for (int64_t jj = 0; jj < nf; jj++) mp[vocab[jj]] = (int32_t)jj;
-        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1]; g++) {
-            const int64_t xr = a->rows[g];
-            int64_t dst = a->lptr[g];
-            for (int64_t q = a->x_ptr[xr]; q < a->x_ptr[xr + 1]; q++, dst++) {
-                a->lind[dst] = mp[a->x_ind[q]];
-                a->lval[dst] = a->x_val[q];
+        /* stable counting sort by descending count: a feature's count is at most the parent's rows */
+        const int64_t max_c = a->row_off[b + 1] - a->row_off[b];
+        int64_t *start = (int64_t *)calloc((size_t)max_c + 2, sizeof(int64_t));
+        if (!start) {
+            a->failed = 1;
+            break;
+        }
+        for (int64_t k = 0; k < nf; k++) start[max_c - mp[vocab[k]] + 1]++;
+        for (int64_t c = 0; c <= max_c; c++) start[c + 1] += start[c];
+        for (int64_t k = 0; k < nf; k++) lpos[k] = (int32_t)start[max_c - mp[vocab[k]]]++;
+        free(start);
+        for (int64_t k = 0; k < nf; k++) mp[vocab[k]] = lpos[k];
+        for (int64_t g = a->row_off[b]; g < a->row_off[b + 1] && !a->failed; g++) {
+            /* each row's entries in ascending local id: hot features first, addresses ascending */
+            const int64_t xr = a->rows[g], len = a->x_ptr[xr + 1] - a->x_ptr[xr];
+            if (len > key_cap) {
+                free(key);
+                key_cap = len;
+                key = (uint64_t *)malloc((size_t)key_cap * sizeof(uint64_t));
+                if (!key) {
+                    a->failed = 1;
+                    break;
+                }
+            }
+            for (int64_t q = 0; q < len; q++) {
+                uint32_t bits;
+                memcpy(&bits, &a->x_val[a->x_ptr[xr] + q], sizeof(bits));
+                key[q] = ((uint64_t)(uint32_t)mp[a->x_ind[a->x_ptr[xr] + q]] << 32) | bits;
+            }
+            sort_u64(key, len);
+            const int64_t dst = a->lptr[g];
+            for (int64_t q = 0; q < len; q++) {
+                const uint32_t bits = (uint32_t)key[q];
+                a->lind[dst + q] = (int32_t)(key[q] >> 32);
+                memcpy(&a->lval[dst + q], &bits, sizeof(bits));
             }
         }
         for (int64_t jj = 0; jj < nf; jj++) mp[vocab[jj]] = -1;
         a->n_feat[b] = nf;
     }
+    free(key);
     free(mp);
 }
 
 XMTC_API int xmtc_build_batch(const int64_t *x_ptr, const int32_t *x_ind, const float *x_val, const int32_t *rows,
                               const int64_t *row_off, const int64_t *lptr, int32_t *lind, float *lval, int32_t *feat,
-                              const int64_t *feat_off, int64_t *n_feat, int64_t d, const int64_t *work,
+                              int32_t *lpos, const int64_t *feat_off, int64_t *n_feat, int64_t d, const int64_t *work,
                               const int64_t *work_off, int n_threads) {
-    build_args_t a = {x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, feat, feat_off, n_feat, d, work, work_off, 0};
+    build_args_t a = {x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, feat, lpos, feat_off, n_feat, d, work,
+                      work_off, 0};
     if (xmtc_run_threads(n_threads, build_worker, &a) != 0) return -1;
     return a.failed ? -1 : 0;
 }
@@ -297,6 +375,7 @@ typedef struct {
     const uint8_t *row_active;
     const int64_t *row_off;
     const int32_t *feat;
+    const int32_t *lpos;
     const int64_t *feat_off;
     const int64_t *n_feat;
     const int64_t *y_ptr;
@@ -373,31 +452,41 @@ static void train_worker(void *ctx, int t) {
         }
         dcd_block(a->lptr, a->lind, a->lval, r0, m, a->rsq, &s, u, nl, a->bias, a->dpos, a->dneg, a->eps,
                   a->max_iter, iters);
-        const int32_t *feat = a->feat + a->feat_off[b];
+        /* Read the weights out in ascending global feature id, clearing the block as we go: a first
+         * pass counts each lane's survivors, so every lane writes straight into its packed place. */
+        const int32_t *gid = a->feat + a->feat_off[b];
+        const int32_t *loc = a->lpos + a->feat_off[b];
+        int64_t at[LANES], cnt[LANES] = {0};
+        for (int64_t k = 0; k < u; k++) {
+            const float *wr = s.w + (int64_t)loc[k] * LANES;
+            for (int lane = 0; lane < nl; lane++) cnt[lane] += wr[lane] != 0.0f && fabs((double)wr[lane]) >= a->threshold;
+        }
         for (int lane = 0; lane < nl; lane++) {
+            cnt[lane] += s.w[u * LANES + lane] != 0.0f;
+            at[lane] = used;
             a->res_iter[j * LANES + lane] = iters[lane];
             a->res_start[j * LANES + lane] = used;
-            int64_t cnt = 0;
-            for (int64_t jj = 0; jj < u; jj++) {
-                const float v = s.w[jj * LANES + lane];
-                if (v != 0.0f) {
-                    if (fabs((double)v) >= a->threshold) {
-                        orow[used + cnt] = feat[jj];
-                        oval[used + cnt] = v;
-                        cnt++;
-                    }
-                    s.w[jj * LANES + lane] = 0.0f;
+            a->res_count[j * LANES + lane] = cnt[lane];
+            used += cnt[lane];
+        }
+        for (int64_t k = 0; k < u; k++) {
+            float *wr = s.w + (int64_t)loc[k] * LANES;
+            for (int lane = 0; lane < nl; lane++) {
+                const float v = wr[lane];
+                if (v != 0.0f && fabs((double)v) >= a->threshold) {
+                    orow[at[lane]] = gid[k];
+                    oval[at[lane]++] = v;
                 }
             }
+            memset(wr, 0, LANES * sizeof(float));
+        }
+        for (int lane = 0; lane < nl; lane++) {
             const float vb = s.w[u * LANES + lane];
             if (vb != 0.0f) {
-                orow[used + cnt] = a->bias_row;
-                oval[used + cnt] = vb;
-                cnt++;
+                orow[at[lane]] = a->bias_row;
+                oval[at[lane]++] = vb;
             }
             s.w[u * LANES + lane] = 0.0f;
-            a->res_count[j * LANES + lane] = cnt;
-            used += cnt;
         }
     }
     a->progress[t] = wi;
@@ -413,14 +502,14 @@ out:
 
 XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
                               const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
-                              const int32_t *feat, const int64_t *feat_off, const int64_t *n_feat,
-                              const int64_t *y_ptr, const int32_t *y_ind, const int64_t *blk_out,
+                              const int32_t *feat, const int32_t *lpos, const int64_t *feat_off,
+                              const int64_t *n_feat, const int64_t *y_ptr, const int32_t *y_ind, const int64_t *blk_out,
                               const int64_t *blk_parent, const int64_t *work, const int64_t *work_off,
                               int64_t *progress, double bias, double dpos, double dneg, double eps,
                               int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m, int64_t max_u,
                               int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used, int64_t *res_start,
                               int64_t *res_count, int64_t *res_iter, int n_threads) {
-    train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, feat_off, n_feat, y_ptr, y_ind,
+    train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
                       bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter, 0};
     if (xmtc_run_threads(n_threads, train_worker, &a) != 0) return -1;

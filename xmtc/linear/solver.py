@@ -254,12 +254,13 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         feat_off = np.zeros(nb + 1, dtype=np.int64)
         np.cumsum(np.minimum(parent_nnz[p0:p1], d), out=feat_off[1:])
         feat = np.empty(feat_off[-1], dtype=np.int32)
+        lpos = np.empty(feat_off[-1], dtype=np.int32)
         n_feat = np.zeros(nb, dtype=np.int64)
         work, work_off = _deal(parent_nnz[p0:p1].astype(np.float64) + 1.0, n_threads)
         native.check(kern.xmtc_build_batch(
             ptr(x_ptr, np.int64), ptr(x_ind, np.int32), ptr(x_val, np.float32), ptr(rows, np.int32),
             ptr(row_off, np.int64), ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32),
-            ptr(feat, np.int32), ptr(feat_off, np.int64), ptr(n_feat, np.int64), d, ptr(work, np.int64),
+            ptr(feat, np.int32), ptr(lpos, np.int32), ptr(feat_off, np.int64), ptr(n_feat, np.int64), d, ptr(work, np.int64),
             ptr(work_off, np.int64), n_threads), "copying a batch of training rows")
         rsq = rsq_all[rows]
 
@@ -287,7 +288,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
             native.check(kern.xmtc_train_batch(
                 ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32), ptr(rsq, np.float64),
                 ptr(rows, np.int32), ptr(row_active, np.uint8), ptr(row_off, np.int64), ptr(feat, np.int32),
-                ptr(feat_off, np.int64), ptr(n_feat, np.int64), ptr(y_ptr, np.int64), ptr(y_ind, np.int32),
+                ptr(lpos, np.int32), ptr(feat_off, np.int64), ptr(n_feat, np.int64), ptr(y_ptr, np.int64), ptr(y_ind, np.int32),
                 ptr(blk_out, np.int64), ptr(blk_parent, np.int64), ptr(work, np.int64), ptr(work_off, np.int64),
                 ptr(progress, np.int64), bias, dpos, dneg, tol, max_iter, threshold, d, max_m, max_u,
                 ptr(o_rows, np.int32), ptr(o_vals, np.float32), cap, ptr(o_used, np.int64),
