@@ -26,7 +26,7 @@ _c_int, _c_i64, _c_i32, _c_dbl, _c_flt, _p = (ctypes.c_int, ctypes.c_int64, ctyp
 
 # name -> (argument types); every kernel returns int (0 = done, -1 = out of memory) unless listed in _VOID
 _SIGNATURES = {
-    "xmtc_build_batch": [_p] * 12 + [_c_i64, _p, _p, _c_int],
+    "xmtc_build_batch": [_p] * 9 + [_c_dbl] + [_p] * 4 + [_c_i64, _p, _p, _c_int],
     "xmtc_train_batch": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
                         + [_p] * 4 + [_c_int],
     "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],

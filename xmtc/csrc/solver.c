@@ -13,7 +13,12 @@
 #include <string.h>
 
 #define LANES 16
-#define FEW_LANES 4
+#ifndef FEW_LANES
+#define FEW_LANES 6
+#endif
+#if FEW_LANES < 1 || FEW_LANES > 8
+#error "FEW_LANES must lie in 1..8 (FEW_CASES spells out 8 cases)"
+#endif
 
 /* xorshift64*: one word of state, so each block owns a cheap, reproducible stream. */
 static inline uint64_t next_rand(uint64_t *state) {
@@ -33,6 +38,50 @@ static uint64_t seed_state(uint64_t k) {
     z = z ^ (z >> 31);
     return z ? z : UINT64_C(0x9E3779B97F4A7C15);
 }
+
+/* A row with few live lanes: one pass over its entries serves all of them (each lane's sum and update
+ * in the same entry order as the 16-lane path, so the bits are the same whichever path a row takes).
+ * n is a compile-time constant at every call site (see FEW_CASES), so the lane loops unroll and the
+ * sums stay in registers as independent chains. */
+static inline __attribute__((always_inline)) void few_dot(const int n, const int *ln, const float *wf,
+                                                          const int32_t *lind, const float *lval, int64_t start,
+                                                          int64_t stop, int64_t ub, double bias, double *gb) {
+    double g[8];
+    for (int k = 0; k < n; k++) g[k] = (double)wf[ub + ln[k]] * bias;
+    for (int64_t q = start; q < stop; q++) {
+        const float *wr = wf + (int64_t)lind[q] * LANES;
+        const double v = (double)lval[q];
+        for (int k = 0; k < n; k++) g[k] += (double)wr[ln[k]] * v;
+    }
+    for (int k = 0; k < n; k++) gb[ln[k]] = g[k];
+}
+
+static inline __attribute__((always_inline)) void few_axpy(const int n, const int *ln, float *wf, const int32_t *lind,
+                                                           const float *lval, int64_t start, int64_t stop, int64_t ub,
+                                                           double bias, const double *dl) {
+    double d[8];
+    for (int k = 0; k < n; k++) d[k] = dl[ln[k]];
+    for (int64_t q = start; q < stop; q++) {
+        float *wr = wf + (int64_t)lind[q] * LANES;
+        const double v = (double)lval[q];
+        for (int k = 0; k < n; k++) wr[ln[k]] = (float)((double)wr[ln[k]] + d[k] * v);
+    }
+    for (int k = 0; k < n; k++) wf[ub + ln[k]] = (float)((double)wf[ub + ln[k]] + d[k] * bias);
+}
+
+#define FEW_CASES(call)      \
+    switch (n_few) {         \
+    case 1: call(1); break;  \
+    case 2: call(2); break;  \
+    case 3: call(3); break;  \
+    case 4: call(4); break;  \
+    case 5: call(5); break;  \
+    case 6: call(6); break;  \
+    case 7: call(7); break;  \
+    case 8: call(8); break;  \
+    }
+#define FEW_DOT(N) few_dot(N, ln, wf, lind, lval, start, stop, ub, bias, gb)
+#define FEW_AXPY(N) few_axpy(N, ln, wf, lind, lval, start, stop, ub, bias, dl)
 
 /* Per-thread scratch of the block solver. */
 typedef struct {
@@ -103,13 +152,10 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
             const int64_t start = lptr[r], stop = lptr[r + 1];
             const uint8_t *sh = shrunk + i * LANES;
             if (count[i] <= FEW_LANES) {
-                /* few live lanes: sum only those (same per-lane order, so the same bits) */
-                for (int b = 0; b < LANES; b++) {
-                    if (sh[b]) continue;
-                    double g = (double)wf[ub + b] * bias;
-                    for (int64_t q = start; q < stop; q++) g += (double)wf[(int64_t)lind[q] * LANES + b] * (double)lval[q];
-                    gb[b] = g;
-                }
+                int ln[8], n_few = 0;
+                for (int b = 0; b < LANES; b++)
+                    if (!sh[b]) ln[n_few++] = b;
+                FEW_CASES(FEW_DOT)
             } else {
                 double g[LANES];
                 for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * bias;
@@ -163,15 +209,10 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
             }
             if (n_upd == 0) continue;
             if (n_upd <= FEW_LANES) {
-                for (int b = 0; b < LANES; b++) {
-                    const double d = dl[b];
-                    if (d == 0.0) continue;
-                    for (int64_t q = start; q < stop; q++) {
-                        float *wp = wf + (int64_t)lind[q] * LANES + b;
-                        *wp = (float)((double)*wp + d * (double)lval[q]);
-                    }
-                    wf[ub + b] = (float)((double)wf[ub + b] + d * bias);
-                }
+                int ln[8], n_few = 0;
+                for (int b = 0; b < LANES; b++)
+                    if (dl[b] != 0.0) ln[n_few++] = b;
+                FEW_CASES(FEW_AXPY)
             } else {
                 for (int64_t q = start; q < stop; q++) {
                     float *wr = wf + (int64_t)lind[q] * LANES;
@@ -232,6 +273,8 @@ typedef struct {
     const int64_t *lptr;
     int32_t *lind;
     float *lval;
+    double *rsq;       /* per batch row: ||x||^2 + bias^2, the diagonal of the dual's Hessian */
+    double bias_sq;
     int32_t *feat;
     int32_t *lpos;
     const int64_t *feat_off;
@@ -339,6 +382,9 @@ static void build_worker(void *ctx, int t) {
                 key[q] = ((uint64_t)(uint32_t)mp[a->x_ind[a->x_ptr[xr] + q]] << 32) | bits;
             }
             sort_u64(key, len);
+            double sq = 0.0;
+            for (int64_t q = a->x_ptr[xr]; q < a->x_ptr[xr + 1]; q++) sq += (double)a->x_val[q] * (double)a->x_val[q];
+            a->rsq[g] = sq + a->bias_sq;
             const int64_t dst = a->lptr[g];
             for (int64_t q = 0; q < len; q++) {
                 const uint32_t bits = (uint32_t)key[q];
@@ -354,11 +400,11 @@ static void build_worker(void *ctx, int t) {
 }
 
 XMTC_API int xmtc_build_batch(const int64_t *x_ptr, const int32_t *x_ind, const float *x_val, const int32_t *rows,
-                              const int64_t *row_off, const int64_t *lptr, int32_t *lind, float *lval, int32_t *feat,
-                              int32_t *lpos, const int64_t *feat_off, int64_t *n_feat, int64_t d, const int64_t *work,
+                              const int64_t *row_off, const int64_t *lptr, int32_t *lind, float *lval, double *rsq,
+                              double bias_sq, int32_t *feat, int32_t *lpos, const int64_t *feat_off, int64_t *n_feat, int64_t d, const int64_t *work,
                               const int64_t *work_off, int n_threads) {
-    build_args_t a = {x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, feat, lpos, feat_off, n_feat, d, work,
-                      work_off, 0};
+    build_args_t a = {x_ptr, x_ind, x_val, rows, row_off, lptr, lind, lval, rsq, bias_sq, feat, lpos, feat_off, n_feat,
+                      d, work, work_off, 0};
     if (xmtc_run_threads(n_threads, build_worker, &a) != 0) return -1;
     return a.failed ? -1 : 0;
 }

@@ -150,7 +150,8 @@ def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, poolin
     Texts are processed in length order (little padding) and put back in place.
     """
     import torch
-    from tqdm.auto import tqdm
+
+    from ..progress import progress_bar
 
     ids = np.arange(len(tokenized)) if ids is None else np.asarray(ids, dtype=np.int64)
     order = np.argsort(tokenized.lengths[ids], kind="stable")
@@ -158,8 +159,8 @@ def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, poolin
     was_training = model.training
     model.eval()
     try:
-        with torch.inference_mode(), tqdm(total=ids.size, disable=not progress, desc=desc, unit="text",
-                                          dynamic_ncols=True, leave=False) as bar:
+        with torch.inference_mode(), progress_bar(progress, total=ids.size, desc=desc, unit="text",
+                                                  leave=False) as bar:
             for s in range(0, ids.size, batch_size):
                 pos = order[s:s + batch_size]
                 with autocast(device, precision):

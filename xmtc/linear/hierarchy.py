@@ -104,8 +104,7 @@ class HierarchicalLinearModel:
             n_threads: int | None = None, progress: bool = False) -> "HierarchicalLinearModel":
         """Train every level top-down. ``X`` csr (n, d), ``Y`` sparse 0/1 (n, L), ``tree`` a ``LabelTree``
         or its chain; ``beam_size`` only shapes the matcher-aware negatives."""
-        from tqdm.auto import tqdm
-
+        from ..progress import progress_bar
         from .solver import train_level
 
         check_negatives(negatives)
@@ -126,7 +125,7 @@ class HierarchicalLinearModel:
         beam_ids, beam_sc = root_beam(n)
         levels: list[BeamLevel] = []
         t_start = time.perf_counter()
-        bar = tqdm(total=len(chain), disable=not progress, desc="linear levels", unit="level", dynamic_ncols=True)
+        bar = progress_bar(progress, total=len(chain), desc="linear levels", unit="level")
         try:
             for t, C in enumerate(chain):
                 t0 = time.perf_counter()

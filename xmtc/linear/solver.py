@@ -199,8 +199,6 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
     x_ind = X.indices.astype(np.int32, copy=False)
     x_val = X.data
     row_nnz = np.diff(x_ptr)
-    rsq_all = np.bincount(np.repeat(np.arange(n), row_nnz), weights=x_val.astype(np.float64) ** 2,
-                          minlength=n) + bias * bias
 
     Yc = Y.tocsc()
     Yc.sort_indices()
@@ -256,13 +254,14 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         feat = np.empty(feat_off[-1], dtype=np.int32)
         lpos = np.empty(feat_off[-1], dtype=np.int32)
         n_feat = np.zeros(nb, dtype=np.int64)
+        rsq = np.empty(rows.shape[0], dtype=np.float64)
         work, work_off = _deal(parent_nnz[p0:p1].astype(np.float64) + 1.0, n_threads)
         native.check(kern.xmtc_build_batch(
             ptr(x_ptr, np.int64), ptr(x_ind, np.int32), ptr(x_val, np.float32), ptr(rows, np.int32),
             ptr(row_off, np.int64), ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32),
+            ptr(rsq, np.float64), bias * bias,
             ptr(feat, np.int32), ptr(lpos, np.int32), ptr(feat_off, np.int64), ptr(n_feat, np.int64), d, ptr(work, np.int64),
             ptr(work_off, np.int64), n_threads), "copying a batch of training rows")
-        rsq = rsq_all[rows]
 
         n_out = int(out_start[p1] - out_start[p0])
         # Full blocks are fastest, but a level with few outputs (the root) must still give

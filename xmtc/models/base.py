@@ -182,10 +182,10 @@ class XMCModel:
         n = X.shape[0] if sp.issparse(X) else len(X)
         if n <= batch_size:
             return self._predict_batch(X, int(k))
-        from tqdm.auto import tqdm
+        from ..progress import progress_bar
 
         idx_parts, score_parts = [], []
-        with tqdm(total=n, disable=not progress, unit="doc", desc="predict", dynamic_ncols=True) as bar:
+        with progress_bar(progress, total=n, unit="doc", desc="predict") as bar:
             for start in range(0, n, batch_size):
                 chunk = X[start:start + batch_size]
                 idx, scores = self._predict_batch(chunk, int(k))

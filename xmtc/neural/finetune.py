@@ -155,7 +155,8 @@ def train_level(encoder, head: LevelHead, tokenized: Tokenized, mass: sp.csr_mat
                 progress: bool) -> list[float]:
     """Fine-tune encoder + head on one level; returns the mean loss of each tenth of the run (for logs/tests)."""
     import torch
-    from tqdm.auto import tqdm
+
+    from ..progress import progress_bar
 
     torch.manual_seed(settings.seed + mass.shape[1])  # dropout draws: a resumed run repeats this level exactly
     matcher = Matcher(encoder, head, settings.pooling).module
@@ -187,8 +188,7 @@ def train_level(encoder, head: LevelHead, tokenized: Tokenized, mass: sp.csr_mat
     step = 0
     t0 = time.perf_counter()
     seen = 0
-    bar = tqdm(total=n_batches, disable=not (progress and ctx.is_main), desc=f"fine-tune {level_name}",
-               unit="batch", dynamic_ncols=True)
+    bar = progress_bar(progress and ctx.is_main, total=n_batches, desc=f"fine-tune {level_name}", unit="batch")
     try:
         micro = 0
         for epoch_batches in batches_per_epoch:
