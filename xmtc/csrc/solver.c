@@ -94,8 +94,20 @@ typedef struct {
 } scratch_t;
 
 /* liblinear's solve_l2r_l1l2_svc (L2 loss) for nl <= LANES outputs sharing local rows r0..r0+m.
- * Every lane runs its own alpha, shrinking and stopping rule over one shared, seeded row order;
- * see solver.py (_dcd_block's docstring in the history of that file) for why the order is shared. */
+ *
+ * Each lane is exactly liblinear's dual coordinate descent for its output: own alpha, own shrinking,
+ * own stopping rule.  Epoch e visits rows in a permutation of 0..m-1 that depends only on m and e (one
+ * fixed-seed stream); a lane skips its shrunk rows, so it sees a uniformly random order of its active
+ * rows, as in liblinear.  Because the order never depends on the other lanes, an output's weights do
+ * not depend on which outputs share its block (so blocks may be cut to suit the thread count) nor on
+ * its parent's id.  Sharing the order is what makes this fast: a row is fetched once for all lanes,
+ * and the lanes' weights of one feature share a cache line, so the random accesses that dominate
+ * coordinate descent are paid once per block instead of once per output.
+ *
+ * With an infinite dual upper bound (L2 loss) only the alpha == 0 shrinking case exists.  On entry
+ * alpha and w are zero and yv is +1, -1, or 0 for a row outside the lane's training set (a sibling's
+ * positive that is not active); a 0 row stays shrunk for good.  A lane that has converged is frozen
+ * (its rows count as shrunk); iters[b] gets its epoch count. */
 XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const float *lval, int64_t r0, int64_t m,
                                const double *rsq, scratch_t *s, int64_t u, int nl, double bias, double dpos,
                                double dneg, double eps, int64_t max_iter, int64_t *iters) {

@@ -14,20 +14,22 @@ instance is ``x . W[:d, k] + bias * W[d, k]``.
 Why it is organised the way it is:
 
 * Outputs with the same parent share one training set, so training sets are built once per *parent*:
-  the parent's rows are copied into a compact CSR whose feature ids are renumbered to the (sorted)
-  features that occur in those rows.  The dense weight buffer is then only as long as that local
-  vocabulary (it usually fits in L2 cache instead of spanning the whole ~10^6-feature space), clearing
-  it is a sweep over exactly the entries that can be nonzero, and reading the surviving weights out
-  of it yields globally sorted feature ids for free.
+  the parent's rows are copied into a compact CSR whose feature ids are renumbered to the features
+  that occur in those rows, most frequent first.  The dense weight buffer is then only as long as
+  that local vocabulary instead of spanning the whole ~10^6-feature space, and its most used rows sit
+  together in cache; weights are read out in global feature order through a local-id map.
 * Parents are processed in batches whose copied data stays under a memory budget, so a level with
   heavy hard-negative mining never holds every parent's copy at once.
 * Within a batch the outputs, not the parents, are the unit of parallel work (a root level has one
   parent but many outputs).  They are dealt to threads statically, longest-first onto the least
-  loaded thread, and each output draws its shuffles from its own generator seeded by its index, so
-  the result is bit-identical whatever the number of threads.
+  loaded thread, and an epoch's row order depends only on the parent's row count, so the result is
+  bit-identical whatever the number of threads.
 * Each thread writes surviving weights straight into its own output buffer.  A thread stops before
   an output whose worst-case size (local vocabulary + 1) might not fit, the buffers are emptied
   and the kernel resumes, so nothing is trained twice and no per-output Python loop exists.
+
+The loops run in C (``xmtc/csrc/solver.c``, through :mod:`xmtc.native`); this module prepares their
+arrays and assembles the result.
 """
 
 from __future__ import annotations
@@ -320,7 +322,7 @@ def _blocks(outs, start, lanes):
     """Cut each parent's outputs (``outs[start[p]:start[p+1]]``) into near-equal blocks of <= lanes.
 
     Returns (blk_out, blk_parent): output ids per block and lane (-1 = unused lane), and each block's
-    batch-local parent.  Weights do not depend on how outputs are blocked (see _dcd_block), so
+    batch-local parent.  Weights do not depend on how outputs are blocked (see dcd_block in xmtc/csrc/solver.c), so
     ``lanes`` may follow the thread count.
     """
     per_parent = np.diff(start)
