@@ -50,6 +50,15 @@ static inline float post(int code, float s, float parent) {
 
 static inline int better(float s1, int32_t i1, float s2, int32_t i2) { return s1 > s2 || (s1 == s2 && i1 < i2); }
 
+static inline void swap_items(int32_t *h_id, float *h_sc, int64_t a, int64_t b) {
+    const int32_t ti = h_id[a];
+    h_id[a] = h_id[b];
+    h_id[b] = ti;
+    const float ts = h_sc[a];
+    h_sc[a] = h_sc[b];
+    h_sc[b] = ts;
+}
+
 /* min-heap on quality: the root is the worst item kept */
 static void sift_down(int32_t *h_id, float *h_sc, int64_t size, int64_t pos) {
     for (;;) {
@@ -59,12 +68,7 @@ static void sift_down(int32_t *h_id, float *h_sc, int64_t size, int64_t pos) {
         const int64_t right = left + 1;
         if (right < size && better(h_sc[w], h_id[w], h_sc[right], h_id[right])) w = right;
         if (!better(h_sc[pos], h_id[pos], h_sc[w], h_id[w])) return;
-        int32_t ti = h_id[pos];
-        h_id[pos] = h_id[w];
-        h_id[w] = ti;
-        float ts = h_sc[pos];
-        h_sc[pos] = h_sc[w];
-        h_sc[w] = ts;
+        swap_items(h_id, h_sc, pos, w);
         pos = w;
     }
 }
@@ -78,12 +82,7 @@ static int64_t push(int32_t *h_id, float *h_sc, int64_t size, int64_t keep, int3
         while (pos > 0) {
             const int64_t up = (pos - 1) / 2;
             if (!better(h_sc[up], h_id[up], h_sc[pos], h_id[pos])) break;
-            int32_t ti = h_id[pos];
-            h_id[pos] = h_id[up];
-            h_id[up] = ti;
-            float ts = h_sc[pos];
-            h_sc[pos] = h_sc[up];
-            h_sc[up] = ts;
+            swap_items(h_id, h_sc, pos, up);
             pos = up;
         }
         return size + 1;
