@@ -16,7 +16,8 @@ setup(
     ext_modules=[
         Extension(
             "xmtc._native",
-            sources=["xmtc/csrc/module.c", "xmtc/csrc/threads.c", "xmtc/csrc/solver.c", "xmtc/csrc/beam.c"],
+            sources=["xmtc/csrc/module.c", "xmtc/csrc/threads.c", "xmtc/csrc/solver.c", "xmtc/csrc/beam.c",
+                     "xmtc/csrc/kmeans.c"],
             depends=["xmtc/csrc/native.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

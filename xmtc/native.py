@@ -1,12 +1,12 @@
 """xmtc's compiled kernels (``xmtc/csrc``), loaded with ctypes.
 
-Why C and ctypes instead of numba for the linear solver and beam search: these two run on every
+Why C and ctypes instead of numba for the linear solver, beam search and k-means: these run on every
 XR-Linear fit and prediction, and numba's price is paid by each process that uses them: ~54 MB of
 LLVM in memory and ~0.5 s of dispatch set-up on the first call, even with every kernel cached.  On a
 small data set (reuters21578: 7.8k documents) that was a third of the training time and half the
 memory.  The C kernels are built by ``pip install`` (setup.py), cost nothing to load, and ctypes
-releases the GIL around every call.  numba still compiles the kernels that only big jobs use
-(TF-IDF of raw text, k-means), where its start-up is noise.
+releases the GIL around every call.  numba still compiles TF-IDF of raw text, where tokenising
+dominates and its start-up is noise.
 
 Each kernel takes raw pointers, so :func:`ptr` checks dtype and contiguity before handing one out:
 a wrong array here would be memory corruption, not an exception.
@@ -30,6 +30,7 @@ _SIGNATURES = {
     "xmtc_train_batch": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
                         + [_p] * 4 + [_c_int],
     "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
+    "xmtc_kmeans_split_level": [_p, _p, _p, _c_i64] + [_p] * 6 + [_c_i64, _c_i64, _c_int, _c_int],
     "xmtc_beam_step": [_c_i64] + [_p] * 5 + [_c_i64] + [_p] * 6 + [_c_flt, _c_i64, _c_int, _p, _p, _c_i64, _c_int],
 }
 _VOID = {"xmtc_feature_major_fill"}

@@ -24,9 +24,8 @@ from ..native import resolve_threads
 from .base import XMCModel, as_label_matrix, register
 from .storage import ModelReader, ModelWriter
 
-# The TF-IDF featurizer, k-means and the tree ensemble are numba code, imported where they are used:
-# a model trained on given features with a one-level tree (or loaded to score given features) then
-# never loads numba's ~54 MB of LLVM.
+# The TF-IDF featurizer and the tree ensemble are numba code, imported where they are used: a model
+# trained on given features (or loaded to score given features) then never loads numba's ~54 MB of LLVM.
 if TYPE_CHECKING:
     from ..features.tfidf import TfidfFeaturizer
 
