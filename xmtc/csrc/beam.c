@@ -224,6 +224,8 @@ XMTC_API int xmtc_beam_step(int64_t n, const int64_t *x_indptr, const int32_t *x
                             float *out_sc, int64_t keep, int n_threads) {
     step_args_t a = {n, x_indptr, x_indices, x_data, in_ids, in_sc, width, child_ptr, child_ids, feat, seg, ent,
                      bias_w, bias, max_children, code, out_ids, out_sc, keep, 64, 0, 0};
+    /* one chunk or less runs on the calling thread: starting threads would cost more than it saves, and
+     * a single-text call must stay far below a millisecond; never more threads than chunks */
     if (n_threads > 1 && n <= a.chunk) n_threads = 1;
     if (n_threads > 1 && (n + a.chunk - 1) / a.chunk < n_threads) n_threads = (int)((n + a.chunk - 1) / a.chunk);
     if (xmtc_run_threads(n_threads, step_worker, &a) != 0) return -1;

@@ -36,11 +36,6 @@ POST_PROCESSORS = ("l3-hinge", "sigmoid", "noop")
 ENTRY = np.dtype([("col", np.int32), ("val", np.float32)])
 _CODES = {name: i for i, name in enumerate(POST_PROCESSORS)}
 
-# Below this many rows a call is answered on the calling thread: starting the thread pool would cost
-# more than it saves, and a single-text call must stay far below a millisecond.
-_SERIAL_ROWS = 64
-
-
 # --------------------------------------------------------------------------------------------------
 # layout
 
@@ -225,7 +220,7 @@ def beam_step(X: sp.csr_matrix, level: BeamLevel, beam_ids: np.ndarray, beam_sco
         raise ValueError(f"beam holds node {beam_ids.max()}, the level has {level.n_parents} parents")
     out_ids = np.full((n, keep), -1, dtype=np.int32)
     out_sc = np.zeros((n, keep), dtype=np.float32)
-    threads = 1 if n < _SERIAL_ROWS else native.resolve_threads(n_threads)
+    threads = native.resolve_threads(n_threads)  # the kernel answers a few rows on the calling thread
     x_indptr = X.indptr.astype(np.int64)
     x_indices = X.indices.astype(np.int32, copy=False)
     native.check(native.lib().xmtc_beam_step(

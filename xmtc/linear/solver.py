@@ -50,15 +50,13 @@ _BATCH_NNZ = 1 << 25
 # Initial per-thread capacity (entries) of the buffers that receive trained weights.
 _OUT_CAP = 1 << 21
 
-_INF = np.inf
 # Outputs trained together in one pass over their shared rows (one 64-byte cache line per feature).
 # Measured on yso-finna-en: 16 lanes beat 8 by ~15%, 8 beat one output at a time by ~2x.
 # The weights being built are float32 (sums and the dual variables stay float64): a 16-lane block
 # of a 110k-feature parent is then 7 MB instead of 14 and two threads' blocks share the L3 cache;
 # measured 20-25% faster on reuters21578 and the same P@k on it and on yso-finna-en.
+# Must equal LANES in xmtc/csrc/solver.c, which reads blk_out and res_* as (blocks, _LANES) arrays.
 _LANES = 16
-# A row with at most this many live lanes is computed lane by lane instead of all 16 at once.
-_FEW_LANES = 4
 
 
 def _deal(cost, n_threads):
