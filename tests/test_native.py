@@ -48,3 +48,10 @@ def test_xr_linear_on_given_features_never_loads_numba():
     """)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_missing_build_says_how_to_build(monkeypatch):
+    monkeypatch.setattr(native, "_lib", None)
+    monkeypatch.setitem(sys.modules, "xmtc._native", None)  # import of the extension fails, as unbuilt
+    with pytest.raises(native.NativeBuildError, match="pip install"):
+        native.lib()
