@@ -7,6 +7,7 @@ import textwrap
 import numpy as np
 import pytest
 
+import xmtc
 from xmtc import native
 
 
@@ -53,5 +54,6 @@ def test_xr_linear_on_given_features_never_loads_numba():
 def test_missing_build_says_how_to_build(monkeypatch):
     monkeypatch.setattr(native, "_lib", None)
     monkeypatch.setitem(sys.modules, "xmtc._native", None)  # import of the extension fails, as unbuilt
+    monkeypatch.delattr(xmtc, "_native", raising=False)  # once loaded, the package holds it as an attribute
     with pytest.raises(native.NativeBuildError, match="pip install"):
         native.lib()
