@@ -133,7 +133,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
     from .commands import explain
-    return {"explain": explain}
+    from .select import cli as select
+    return {"explain": explain, "select": select}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
