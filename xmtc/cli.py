@@ -23,6 +23,8 @@ from .errors import ConfigError, XmtcError
 log = logging.getLogger("xmtc")
 
 METRIC_KEYS = ("P@1", "P@3", "P@5", "R@5", "nDCG@5", "PSP@5")
+_THRESHOLD_HELP = ("Keep only suggestions scoring at least T (a number), or 'labels': the per-label thresholds"
+                   " of `xmtc calibrate --thresholds f1`.")
 
 
 def _methods():
@@ -88,6 +90,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5, help="Labels per input (default: 5).")
     p.add_argument("-o", "--output", help="Write JSONL here instead of stdout.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP)
     _common(p)
 
     p = sub.add_parser("evaluate", help="Evaluate a model on labelled data.")
@@ -96,6 +99,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5, help="Largest k for the @k metrics (default: 5).")
     p.add_argument("--json", action="store_true", help="Print one JSON object with the metrics.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP + " Adds F1@T to the metrics.")
+    p.add_argument("--plot", default=None, metavar="PNG", help="Also draw P@k/PSP@k, precision by label-frequency"
+                                                              " decile, label frequencies and score reliability.")
     _common(p)
 
     p = sub.add_parser("encode", help="Write the fine-tuned text embeddings of a transformer model (.npy).")
@@ -119,6 +125,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p = sub.add_parser("info", help="Show a saved model's manifest summary.")
     p.add_argument("model_dir")
+    p.add_argument("--plot", default=None, metavar="PNG", help="Also draw the tree's level sizes and leaf balance.")
     _common(p)
 
     p = sub.add_parser("demo", help="Train and evaluate on the bundled yso-finna-en sample.")
@@ -132,9 +139,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
-    from .commands import explain
+    from .commands import calibrate, explain
     from .select import cli as select
-    return {"explain": explain, "select": select}
+    return {"explain": explain, "select": select, "calibrate": calibrate}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -193,7 +200,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _write_predictions(model, inputs, args: argparse.Namespace) -> None:
     """One JSON object a line, in input order: {"labels": [...], "scores": [...]}."""
-    idx, scores = model.predict_topk(inputs, args.k, progress=not args.quiet)
+    from .models.base import apply_threshold, resolve_threshold
+
+    threshold = resolve_threshold(model, getattr(args, "threshold", None))
+    idx, scores = apply_threshold(*model.predict_topk(inputs, args.k, progress=not args.quiet), threshold)
     names = model.labels_.names
     out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
     try:
@@ -211,9 +221,19 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data import read_dataset
     from .models import load
 
+    from .models.base import evaluate_predictor
+
     model = load(args.model_dir)
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
-    _print_metrics(model.evaluate(ds.inputs, ds.Y, ks=_metric_ks(args.k), progress=not args.quiet), args.json)
+    ks = _metric_ks(args.k)
+    topk = model.predict_topk(ds.inputs, max(ks), progress=not args.quiet)
+    _print_metrics(evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk), args.json)
+    if args.plot:
+        from .plots import evaluation_report
+
+        evaluation_report(args.plot, ds.Y, *topk, model.label_counts_, model.n_train_,
+                          title=f"{model.method} {args.model_dir} on {args.test_file}")
+        log.info("wrote %s", args.plot)
     return 0
 
 
@@ -272,6 +292,12 @@ def cmd_info(args: argparse.Namespace) -> int:
     for st in m["stages"]:
         print(f"  stage {st['name']}: {st['type']}" + (f" -> {st['file']}" if "file" in st else ""))
     print("params: " + json.dumps(m["params"], sort_keys=True))
+    if args.plot:
+        from .models import load
+        from .plots import model_tree_report
+
+        model_tree_report(args.plot, load(args.model_dir), title=f"{m['method']} {args.model_dir}")
+        log.info("wrote %s", args.plot)
     return 0
 
 

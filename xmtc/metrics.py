@@ -19,7 +19,20 @@ denominator and a model is never rewarded for test rows it cannot be right about
   at least once in some top k (a rough view of how much of the label space it reaches).
 
 Predictions are ``(indices, scores)`` arrays of shape (n, k') with ``-1`` padding for missing
-entries; scores are not used (the order of the columns is the ranking).
+entries; the ranking metrics use only the order of the columns. The score metrics (below) also read
+the scores, which they take as probabilities in [0, 1] (what a calibrated model returns):
+
+- ``coverage@P90`` / ``coverage@P95`` (:func:`coverage_at_precision`): the largest share of test
+  documents whose top-1 suggestion could be accepted automatically above ONE score threshold while
+  the accepted suggestions keep precision >= 90% (95%). Documents tied at the threshold's score are
+  accepted together (a threshold cannot split equal scores); 0 when no threshold reaches the precision.
+- ``ECE@k`` (:func:`expected_calibration_error`): expected calibration error of all top-k
+  suggestions pooled, 10 equal-width score bins on [0, 1]: ``sum_b |B_b|/N * |acc(B_b) - conf(B_b)|``
+  with acc the share of correct suggestions and conf their mean score (scores clipped to [0, 1]).
+  Reported in percent like everything here: the ECE <= 0.05 bar is ``ECE@5 <= 5``.
+- ``F1@T`` (:func:`f1_at_threshold`): micro-averaged F1 of the suggestions among the top k whose
+  score is >= T (one global T, or one per label): ``2 TP / (2 TP + FP + FN)``, FN counting every true
+  label not accepted, also those outside the top k.
 """
 
 from __future__ import annotations
@@ -31,7 +44,8 @@ import scipy.sparse as sp
 
 from .errors import ConfigError, DataFormatError
 
-__all__ = ["evaluate", "inverse_propensity", "hits_matrix"]
+__all__ = ["evaluate", "inverse_propensity", "hits_matrix", "coverage_at_precision", "expected_calibration_error",
+           "f1_at_threshold"]
 
 
 def inverse_propensity(train_label_counts, n_train: int, a: float = 0.55, b: float = 1.5) -> np.ndarray:
@@ -93,11 +107,91 @@ def _check_ks(ks: Sequence[int]) -> tuple[int, ...]:
     return tuple(sorted(set(int(k) for k in ks)))
 
 
+def coverage_at_precision(top1_scores, top1_correct, precision: float) -> float:
+    """Largest share (percent) of documents whose top-1 can be accepted above one threshold at >= precision.
+
+    ``top1_scores`` (n,) with NaN where a document has no suggestion (never accepted);
+    ``top1_correct`` (n,) bool. ``precision`` in (0, 1].
+    """
+    s = np.asarray(top1_scores, dtype=np.float64)
+    c = np.asarray(top1_correct, dtype=bool)
+    n = s.shape[0]
+    if n == 0:
+        return 0.0
+    ok = ~np.isnan(s)
+    s, c = s[ok], c[ok]
+    order = np.argsort(-s, kind="stable")
+    s, c = s[order], c[order]
+    hits = np.cumsum(c)
+    count = np.arange(1, s.shape[0] + 1)
+    ends = np.flatnonzero(np.append(s[1:] != s[:-1], True))  # last position of each distinct score
+    good = ends[hits[ends] >= precision * count[ends] - 1e-12]
+    return 100.0 * float(count[good[-1]]) / n if good.size else 0.0
+
+
+def expected_calibration_error(scores, correct, n_bins: int = 10) -> float:
+    """ECE in percent over pooled suggestions (scores clipped to [0, 1]; bin b = [b/M, (b+1)/M), last closed)."""
+    s = np.clip(np.asarray(scores, dtype=np.float64).ravel(), 0.0, 1.0)
+    c = np.asarray(correct, dtype=np.float64).ravel()
+    if s.size == 0:
+        return 0.0
+    b = np.minimum((s * n_bins).astype(np.int64), n_bins - 1)
+    count = np.bincount(b, minlength=n_bins)
+    gap = np.abs(np.bincount(b, weights=c, minlength=n_bins) - np.bincount(b, weights=s, minlength=n_bins))
+    return 100.0 * float(gap.sum()) / s.size
+
+
+def _score_table(Y, predictions) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray]:
+    if not isinstance(predictions, tuple) or len(predictions) != 2:
+        raise DataFormatError(None, None, "score metrics need (indices, scores) predictions")
+    indices, scores = (np.asarray(a) for a in predictions)
+    if not sp.issparse(Y):
+        raise DataFormatError(None, None, f"true labels must be a sparse matrix, got {type(Y).__name__}")
+    Y = _binary_csr(Y)
+    if indices.shape != scores.shape or indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
+        raise DataFormatError(None, None, f"predictions have shapes {indices.shape}/{scores.shape},"
+                                          f" expected ({Y.shape[0]}, k) both")
+    return Y, indices, scores.astype(np.float64), hits_matrix(Y, indices)
+
+
+def f1_at_threshold(Y_true, predictions, threshold) -> float:
+    """Micro F1 (percent) of the top-k suggestions with score >= threshold (a number or one per label)."""
+    Y, indices, scores, hits = _score_table(Y_true, predictions)
+    valid = (indices >= 0) & _first_occurrence(indices)
+    t = np.asarray(threshold, dtype=np.float64)
+    if t.ndim == 0:
+        accept = valid & (scores >= t)
+    else:
+        if t.shape[0] < Y.shape[1] and indices.max(initial=-1) >= t.shape[0]:
+            raise DataFormatError(None, None, f"{t.shape[0]} thresholds for predicted label ids up to"
+                                              f" {indices.max()}")
+        accept = valid & (scores >= t[np.where(indices >= 0, indices, 0)])
+    tp = float((accept & hits).sum())
+    fp = float((accept & ~hits).sum())
+    fn = float(Y.nnz) - tp
+    return 100.0 * 2 * tp / (2 * tp + fp + fn) if tp + fp + fn > 0 else 0.0
+
+
+def score_metrics(Y_true, predictions, k: int, threshold=None) -> dict[str, float]:
+    """``coverage@P90``, ``coverage@P95``, ``ECE@k`` and, with a threshold, ``F1@T``; see the module doc."""
+    Y, indices, scores, hits = _score_table(Y_true, predictions)
+    top1 = np.where(indices[:, 0] >= 0, scores[:, 0], np.nan) if indices.shape[1] else np.full(Y.shape[0], np.nan)
+    out = {"coverage@P90": coverage_at_precision(top1, hits[:, 0], 0.90),
+           "coverage@P95": coverage_at_precision(top1, hits[:, 0], 0.95)}
+    valid = (indices[:, :k] >= 0)
+    out[f"ECE@{k}"] = expected_calibration_error(scores[:, :k][valid], hits[:, :k][valid])
+    if threshold is not None:
+        out["F1@T"] = f1_at_threshold(Y, (indices[:, :k], scores[:, :k]), threshold)
+    return out
+
+
 def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_counts=None,
              n_train: int | None = None, *, propensity_a: float = 0.55, propensity_b: float = 1.5,
-             coverage: bool = False) -> dict[str, float]:
+             coverage: bool = False, scores: bool = False, threshold=None) -> dict[str, float]:
     """Metrics in percent for every k: ``P@k``, ``R@k``, ``nDCG@k``; ``PSP@k`` when the training label
-    counts (and ``n_train``) are given; ``coverage@k`` when ``coverage`` is true.
+    counts (and ``n_train``) are given; ``coverage@k`` when ``coverage`` is true; with ``scores``
+    (predictions must then be ``(indices, scores)``), ``coverage@P90``, ``coverage@P95``, ``ECE@<max k>``
+    and, when ``threshold`` is given, ``F1@T`` over the top max(ks).
 
     ``Y_true`` is the (n, L) sparse label matrix (any non-zero is a true label); ``predictions`` is
     ``(indices, scores)`` or just ``indices``, shape (n, k') with k' >= max(ks), -1 padded.
@@ -146,4 +240,6 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
         for k in ks:
             found = np.unique(indices[:, :k][hits[:, :k]])
             out[f"coverage@{k}"] = 100.0 * found.size / n_present if n_present else 0.0
+    if scores or threshold is not None:
+        out.update(score_metrics(Y, predictions, max(ks), threshold))
     return out

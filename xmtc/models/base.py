@@ -112,15 +112,54 @@ def named_predictions(predictor, X: Any, k: int, progress: bool) -> list[list[tu
     return [[(names[j], float(s)) for j, s in zip(ri, rs) if j >= 0] for ri, rs in zip(idx, scores)]
 
 
-def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: bool) -> dict:
-    """Metrics of anything with ``predict_topk``, ``labels_``, ``label_counts_`` and ``n_train_``."""
+def resolve_threshold(predictor, threshold: Any):
+    """A score threshold: a number in use as is, or ``"labels"``: the per-label thresholds that
+    ``xmtc calibrate --thresholds f1`` stored in the model (one per label)."""
+    if threshold is None or isinstance(threshold, (int, float, np.floating, np.integer)) and not isinstance(threshold, bool):
+        return None if threshold is None else float(threshold)
+    if isinstance(threshold, str):
+        if threshold == "labels":
+            calibration = getattr(predictor, "calibration_", None)
+            if calibration is None:
+                raise ConfigError("threshold 'labels' needs per-label thresholds; run `xmtc calibrate MODEL_DIR"
+                                  " VALID_FILE --thresholds f1` first")
+            return calibration.label_thresholds()
+        try:
+            return float(threshold)
+        except ValueError:
+            raise ConfigError(f"threshold must be a number or 'labels', got {threshold!r}") from None
+    arr = np.asarray(threshold, dtype=np.float64)
+    if arr.shape != (len(predictor.labels_),):
+        raise ConfigError(f"per-label thresholds must be {len(predictor.labels_)} numbers, got shape {arr.shape}")
+    return arr
+
+
+def apply_threshold(idx: np.ndarray, scores: np.ndarray, threshold) -> tuple[np.ndarray, np.ndarray]:
+    """Drop suggestions scored below the threshold (a number or one per label): -1 / 0, kept rows left-packed."""
+    if threshold is None:
+        return idx, scores
+    t = np.asarray(threshold, dtype=np.float64)
+    limit = t if t.ndim == 0 else t[np.where(idx >= 0, idx, 0)]
+    keep = (idx >= 0) & (scores >= limit)
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
+    keep = np.take_along_axis(keep, order, axis=1)
+    return (np.where(keep, np.take_along_axis(idx, order, axis=1), -1),
+            np.where(keep, np.take_along_axis(scores, order, axis=1), 0).astype(scores.dtype))
+
+
+def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: bool, threshold: Any = None,
+                       topk: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
+    """Metrics of anything with ``predict_topk``, ``labels_``, ``label_counts_`` and ``n_train_``:
+    ranking metrics, ``coverage@P90/P95``, ``ECE@k`` and with a threshold ``F1@T`` (see :mod:`xmtc.metrics`).
+    ``topk``: the predictions of ``X`` at ``max(ks)`` when the caller already has them."""
     from ..metrics import evaluate
 
     n = X.shape[0] if sp.issparse(X) else len(X)
     Y, _ = as_label_matrix(Y, predictor.labels_, n, unknown_labels="extend")
-    idx, scores = predictor.predict_topk(X, max(ks), progress=progress)
+    threshold = resolve_threshold(predictor, threshold)
+    idx, scores = topk if topk is not None else predictor.predict_topk(X, max(ks), progress=progress)
     return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=predictor.label_counts_,
-                    n_train=predictor.n_train_, coverage=True)
+                    n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold)
 
 
 class XMCModel:
@@ -199,7 +238,7 @@ class XMCModel:
         calibration = getattr(self, "calibration_", None)
         if calibration is None:
             return idx, scores
-        return idx, calibration.apply(idx, scores)
+        return calibration.apply(idx, scores)
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -208,14 +247,17 @@ class XMCModel:
         """Top-k ``(label name, score)`` pairs for each text (or feature row), best first."""
         return named_predictions(self, X, k, progress)
 
-    def evaluate(self, X: Any, Y: Any, ks: Sequence[int] = (1, 3, 5), *, progress: bool = False) -> dict:
-        """P@k, R@k, nDCG@k, PSP@k (propensities from the training label counts), coverage@k.
+    def evaluate(self, X: Any, Y: Any, ks: Sequence[int] = (1, 3, 5), *, progress: bool = False,
+                 threshold: Any = None) -> dict:
+        """P@k, R@k, nDCG@k, PSP@k (propensities from the training label counts), coverage@k,
+        coverage@P90/P95 and ECE@k of the scores, and F1@T when ``threshold`` (a number, or
+        ``"labels"`` for the calibrated per-label thresholds) is given.
 
         Labels the model never saw (names not in its vocabulary, or columns of a sparse ``Y`` beyond
         its labels) still count as true labels that it misses.
         """
         self._check_fitted()
-        return evaluate_predictor(self, X, Y, ks, progress)
+        return evaluate_predictor(self, X, Y, ks, progress, threshold)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> str:
@@ -228,6 +270,10 @@ class XMCModel:
                        "file": writer.arrays("label_stats", {"counts": self.label_counts_,
                                                              "n_train": np.array([self.n_train_], dtype=np.int64)})}]
             stages += self._save_stages(writer)
+            if getattr(self, "calibration_", None) is not None:
+                params, arrays = self.calibration_.to_arrays()
+                stages.append({"name": "calibration", "type": "score-calibration", "params": params,
+                               "file": writer.arrays("calibration", arrays)})
             path = writer.commit(self.method, self.get_params(), stages)
         except BaseException:
             writer.abort()
@@ -265,6 +311,13 @@ class XMCModel:
         if self.label_counts_.shape != (len(self.labels_),):
             raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(self.labels_)} labels")
         self._load_stages(reader)
+        self.calibration_ = None
+        if any(st.get("name") == "calibration" for st in reader.manifest["stages"]):
+            from .calibration import Calibration
+
+            st = reader.stage("calibration")
+            self.calibration_ = Calibration.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
+                                                        len(self.labels_), f"{reader.folder / st['file']}")
 
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
         raise NotImplementedError

@@ -139,8 +139,8 @@ class Ensemble:
 
         return explain_ensemble(self, X, k, n_terms)
 
-    def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False) -> dict:
+    def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False, threshold=None) -> dict:
         """Metrics as :meth:`XMCModel.evaluate`, propensities from the first member's training counts."""
         from .base import evaluate_predictor
 
-        return evaluate_predictor(self, X, Y, ks, progress)
+        return evaluate_predictor(self, X, Y, ks, progress, threshold)

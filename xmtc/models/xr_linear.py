@@ -113,6 +113,7 @@ class XRLinear(XMCModel):
         # labels first: a mismatch should not wait for featurizing to finish
         Y, vocab = as_label_matrix(Y, labels, X.shape[0] if sp.issparse(X) else len(X))
         X_feat = self._fit_features(X, cfg, progress)
+        self.calibration_ = None  # a calibration belongs to the weights it was fitted on
         self.labels_ = vocab
         self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
         self.n_train_ = int(X_feat.shape[0])

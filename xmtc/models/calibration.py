@@ -1,0 +1,247 @@
+"""Calibrated scores and per-label thresholds: a score of 0.8 should mean "right about 80% of the time".
+
+What the scores mean before and after:
+
+* **Uncalibrated** XR-Linear (and the transformer methods, whose ranker is the same beam search): with
+  the default ``l3-hinge`` post-processor a label's score is ``prod_t exp(-max(0, 1 - s_t)^3)`` over
+  its tree path's margins, in (0, 1], 1 when every margin clears 1; ``sigmoid`` gives a product of
+  per-level sigmoids in (0, 1). Both are monotone confidences, not probabilities (they run far below
+  the share of correct suggestions, see benchmarks/RESULTS.md). ``noop`` returns the raw ranker
+  margin, unbounded; calibration maps it into [0, 1] too. Ensembles average their members' scores
+  (``average``), ``1/rank`` (``rank-average``) or sigmoids (``sigmoid-average``), all in [0, 1] when the
+  members' are.
+* **Calibrated** (after ``xmtc calibrate MODEL_DIR VALID_FILE``): the estimated probability that the
+  suggestion is a true label of the document, learned on a validation file (cut from the training
+  data, never the test set) from the model's own top-k suggestions there: for a suggestion with raw
+  score s on a label whose training frequency falls in band b, ``p = g_b(s)``.
+
+The map ``g_b`` is fitted per **label-frequency band** (labels grouped by training count into
+``n_bands`` bands holding equal shares of the validation suggestions), because one raw score means
+different odds for a head label with hundreds of examples and a tail label with three. Two maps, both
+scikit-learn's (``sklearn.isotonic.IsotonicRegression``, ``sklearn.linear_model.LogisticRegression`` for
+Platt scaling), are available; benchmarks/calibration.py measures both and the default is the one
+with the lower test ECE there (isotonic; see RESULTS.md). Isotonic maps are kept as their breakpoints
+and applied with linear interpolation, Platt maps as their two coefficients: plain arrays in a
+safetensors file listed (with its SHA-256) in the model's manifest, never a pickled estimator.
+
+Calibrated scores re-rank each document's top-k by calibrated score (ties keep the model's order),
+since maps of different bands can cross; the same top-k labels are returned. An isotonic map is a
+step function: whole ranges of raw scores share one value, and a threshold could no longer separate
+them (measured: coverage@P90 fell from 1.4% to 0.1% of the test documents on yso-finna-en-2k-20k,
+because the top step mixed right and wrong suggestions that the raw score still told apart). So
+``TIE_BREAK * raw score`` (1e-6) is added to isotonic outputs: the order within a band stays the raw
+order and the ECE moves by at most 1e-6.
+
+Per-label thresholds (``--thresholds f1``): for each label, the calibrated score that maximises that
+label's F1 over the validation suggestions (TP: correct suggestions at or above the threshold; FN:
+its validation occurrences not accepted). Labels with fewer than ``min_support`` validation
+occurrences get the one global threshold that maximises micro-F1 instead; one threshold learned from
+one or two examples only memorises them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConfigError, ModelFormatError
+
+METHODS = ("isotonic", "platt")
+# isotonic maps are flat between breakpoints; this much of the raw score keeps their order (see module doc)
+TIE_BREAK = 1e-6
+FORMAT = 1
+
+
+def _band_of(label_counts: np.ndarray, edges: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    counts = label_counts[np.where(indices >= 0, indices, 0)]
+    return np.searchsorted(edges, counts, side="right")
+
+
+class Calibration:
+    """Per-band score maps (and optional per-label thresholds) of one model."""
+
+    def __init__(self, method: str, edges: np.ndarray, label_counts: np.ndarray, maps: list[dict],
+                 thresholds: np.ndarray | None = None, global_threshold: float | None = None):
+        if method not in METHODS:
+            raise ConfigError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
+        self.method = method
+        self.edges = np.asarray(edges, dtype=np.float64)
+        self.label_counts = np.asarray(label_counts, dtype=np.int64)
+        self.maps = maps
+        self.thresholds = None if thresholds is None else np.asarray(thresholds, dtype=np.float64)
+        self.global_threshold = global_threshold
+
+    # -- fitting --------------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, indices: np.ndarray, scores: np.ndarray, correct: np.ndarray, label_counts: np.ndarray, *,
+            method: str = "isotonic", n_bands: int = 3) -> "Calibration":
+        """Fit on a validation set's top-k ``(indices, raw scores)`` and whether each suggestion is right."""
+        if method not in METHODS:
+            raise ConfigError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
+        if isinstance(n_bands, bool) or not isinstance(n_bands, (int, np.integer)) or n_bands < 1:
+            raise ConfigError(f"n_bands must be a positive integer, got {n_bands!r}")
+        valid = indices >= 0
+        if not valid.any():
+            raise ConfigError("calibration needs at least one suggestion on the validation data")
+        label_counts = np.asarray(label_counts, dtype=np.int64)
+        cnt = label_counts[indices[valid]].astype(np.float64)
+        edges = np.unique(np.quantile(cnt, np.linspace(0, 1, n_bands + 1)[1:-1], method="lower"))
+        band = np.searchsorted(edges, cnt, side="right")
+        s, y = scores[valid].astype(np.float64), correct[valid].astype(np.float64)
+        maps = [cls._fit_one(method, s[band == b], y[band == b], s, y) for b in range(edges.shape[0] + 1)]
+        return cls(method, edges, label_counts, maps)
+
+    @staticmethod
+    def _fit_one(method: str, s: np.ndarray, y: np.ndarray, s_all: np.ndarray, y_all: np.ndarray) -> dict:
+        if s.size < 2 or y.min() == y.max():  # a band without both outcomes: fall back to all suggestions
+            s, y = s_all, y_all
+        if y.min() == y.max():
+            return {"x": np.array([0.0]), "y": np.array([float(y[0])])} if method == "isotonic" else \
+                {"a": np.array([0.0]), "b": np.array([10.0 if y[0] else -10.0])}
+        if method == "isotonic":
+            from sklearn.isotonic import IsotonicRegression
+
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
+            return {"x": np.asarray(iso.X_thresholds_, dtype=np.float64),
+                    "y": np.asarray(iso.y_thresholds_, dtype=np.float64)}
+        from sklearn.linear_model import LogisticRegression
+
+        lr = LogisticRegression(C=1e6, max_iter=1000).fit(s[:, None], y)  # Platt: sigmoid(a s + b), unregularised
+        return {"a": np.array([float(lr.coef_[0, 0])]), "b": np.array([float(lr.intercept_[0])])}
+
+    # -- applying -------------------------------------------------------------------------------
+    def probabilities(self, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """Calibrated scores in [0, 1], same shape and order as ``scores`` (padding stays 0)."""
+        indices = np.asarray(indices)
+        scores = np.asarray(scores, dtype=np.float64)
+        if indices.size and indices.max() >= self.label_counts.shape[0]:
+            raise ConfigError(f"calibration covers {self.label_counts.shape[0]} labels, got label id {indices.max()}")
+        band = _band_of(self.label_counts, self.edges, indices)
+        out = np.zeros(scores.shape, dtype=np.float64)
+        for b, m in enumerate(self.maps):
+            sel = (band == b) & (indices >= 0)
+            if self.method == "isotonic":
+                out[sel] = np.clip(np.interp(scores[sel], m["x"], m["y"]) + TIE_BREAK * scores[sel], 0.0, 1.0)
+            else:
+                out[sel] = 1.0 / (1.0 + np.exp(-(m["a"][0] * scores[sel] + m["b"][0])))
+        return out
+
+    def apply(self, indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices, calibrated scores)``, each row re-sorted by calibrated score (see module doc)."""
+        p = self.probabilities(indices, scores)
+        p = np.where(indices >= 0, p, -1.0)  # padding sorts last
+        order = np.argsort(-p, axis=1, kind="stable")
+        return (np.take_along_axis(np.asarray(indices), order, axis=1),
+                np.maximum(np.take_along_axis(p, order, axis=1), 0.0).astype(np.float32))
+
+    def label_thresholds(self) -> np.ndarray:
+        if self.thresholds is None:
+            raise ConfigError("this model has no per-label thresholds; run `xmtc calibrate ... --thresholds f1`")
+        return self.thresholds
+
+    # -- thresholds -----------------------------------------------------------------------------
+    def fit_thresholds(self, indices: np.ndarray, probs: np.ndarray, correct: np.ndarray, label_freq: np.ndarray,
+                       n_true: int, *, min_support: int = 3) -> None:
+        """Per-label F1-optimal thresholds on calibrated validation scores (see module doc).
+
+        ``label_freq[j]``: label j's occurrences in the validation data; ``n_true``: all true
+        (document, label) pairs there, labels the model does not know included.
+        """
+        valid = indices >= 0
+        lab, p, c = indices[valid].astype(np.int64), probs[valid], correct[valid].astype(bool)
+        self.global_threshold = best_threshold(p, c, float(n_true))
+        L = self.label_counts.shape[0]
+        thr = np.full(L, self.global_threshold, dtype=np.float64)
+        order = np.lexsort((-p, lab))
+        lab, p, c = lab[order], p[order], c[order]
+        starts = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])
+        ends = np.r_[starts[1:], lab.shape[0]]
+        for a, b in zip(starts.tolist(), ends.tolist()):
+            j = int(lab[a])
+            if j < L and label_freq[j] >= min_support:
+                thr[j] = best_threshold(p[a:b], c[a:b], float(label_freq[j]))
+        self.thresholds = thr
+
+    # -- storage --------------------------------------------------------------------------------
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        arrays = {"edges": self.edges, "label_counts": self.label_counts,
+                  "format": np.array([FORMAT], dtype=np.int64)}
+        for b, m in enumerate(self.maps):
+            for key, val in m.items():
+                arrays[f"band{b}.{key}"] = np.asarray(val, dtype=np.float64)
+        if self.thresholds is not None:
+            arrays["thresholds"] = self.thresholds
+        params = {"method": self.method, "n_bands": len(self.maps), "global_threshold": self.global_threshold}
+        return params, arrays
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict, n_labels: int, where: str) -> "Calibration":
+        try:
+            method, n_bands = params["method"], int(params["n_bands"])
+            if method not in METHODS or n_bands < 1:
+                raise ValueError(f"method {method!r}, {n_bands} bands")
+            fmt = arrays["format"]
+            if fmt.shape != (1,) or int(fmt[0]) != FORMAT:
+                raise ValueError(f"unsupported format {fmt.tolist()}")
+            keys = ("x", "y") if method == "isotonic" else ("a", "b")
+            maps = [{k: np.asarray(arrays[f"band{b}.{k}"], dtype=np.float64) for k in keys} for b in range(n_bands)]
+            edges, counts = arrays["edges"], arrays["label_counts"]
+            thresholds = arrays.get("thresholds")
+        except (KeyError, ValueError, TypeError) as exc:
+            raise ModelFormatError(f"{where}: invalid calibration ({exc})") from None
+        if edges.shape != (n_bands - 1,) or counts.shape != (n_labels,) or \
+                (thresholds is not None and thresholds.shape != (n_labels,)):
+            raise ModelFormatError(f"{where}: calibration arrays do not match {n_bands} bands and {n_labels} labels")
+        for m in maps:
+            if any(not np.all(np.isfinite(v)) or v.ndim != 1 or v.size == 0 for v in m.values()) or \
+                    (method == "isotonic" and m["x"].shape != m["y"].shape):
+                raise ModelFormatError(f"{where}: calibration maps are malformed")
+        g = params.get("global_threshold")
+        return cls(method, edges, counts, maps, thresholds, None if g is None else float(g))
+
+
+def best_threshold(probs: np.ndarray, correct: np.ndarray, n_true: float) -> float:
+    """The score t maximising ``2 TP / (2 TP + FP + FN)`` when accepting suggestions with score >= t.
+
+    ``n_true``: all true (document, label) pairs the suggestions could have found (FN = n_true - TP).
+    Candidates are the suggestions' own scores; 1.0 + eps when accepting none is best.
+    """
+    order = np.argsort(-probs, kind="stable")
+    p, c = probs[order], correct[order].astype(np.float64)
+    tp = np.cumsum(c)
+    fp = np.arange(1, p.shape[0] + 1) - tp
+    ends = np.flatnonzero(np.r_[p[1:] != p[:-1], True])
+    if ends.size == 0:
+        return 1.0 + 1e-9
+    f1 = 2 * tp[ends] / np.maximum(2 * tp[ends] + fp[ends] + (n_true - tp[ends]), 1e-12)
+    best = int(np.argmax(f1))
+    return float(p[ends[best]]) if f1[best] > 0 else 1.0 + 1e-9
+
+
+def calibrate(model, X, Y, *, method: str = "isotonic", n_bands: int = 3, k: int = 10,
+              thresholds: str | None = None, min_support: int = 3, progress: bool = False) -> Calibration:
+    """Fit ``model.calibration_`` on validation inputs ``X`` and labels ``Y`` (label lists or sparse).
+
+    The raw (uncalibrated) top-``k`` suggestions are the training points; ``thresholds="f1"`` also
+    learns per-label thresholds. Returns the calibration (also set on the model; save the model to keep it).
+    """
+    from ..metrics import hits_matrix
+    from .base import as_label_matrix
+
+    if thresholds not in (None, "f1"):
+        raise ConfigError(f"thresholds must be 'f1' or None, got {thresholds!r}")
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
+    Y, _ = as_label_matrix(Y, model.labels_, n, unknown_labels="extend")
+    previous = getattr(model, "calibration_", None)
+    model.calibration_ = None
+    try:
+        idx, raw = model.predict_topk(X, k, progress=progress)
+    finally:
+        model.calibration_ = previous
+    correct = hits_matrix(Y, idx)
+    cal = Calibration.fit(idx, raw, correct, model.label_counts_, method=method, n_bands=n_bands)
+    if thresholds == "f1":
+        L = len(model.labels_)
+        freq = np.asarray(Y[:, :L].getnnz(axis=0), dtype=np.int64)
+        cal.fit_thresholds(idx, cal.probabilities(idx, raw), correct, freq, Y.nnz, min_support=min_support)
+    model.calibration_ = cal
+    return cal
