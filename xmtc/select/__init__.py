@@ -17,7 +17,7 @@ from .strategies import (STRATEGIES, UNCERTAINTY, coverage_scores, kcenter_greed
 __all__ = ["select_documents", "STRATEGIES", "DEFAULT_STRATEGY", "selection_features"]
 
 # chosen by benchmarks/active_learning.py (see benchmarks/RESULTS.md)
-DEFAULT_STRATEGY = "label-coverage"
+DEFAULT_STRATEGY = "hybrid"
 
 
 def selection_features(model, texts) -> Any:
