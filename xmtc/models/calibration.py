@@ -98,6 +98,10 @@ class Calibration:
         if y.min() == y.max():  # one outcome only: the map is that constant
             return {"x": np.array([0.0]), "y": np.array([float(y[0])])} if method == "isotonic" else \
                 {"a": np.array([0.0]), "b": np.array([10.0 if y[0] else -10.0])}
+        try:
+            import sklearn  # noqa: F401
+        except ImportError:
+            raise ConfigError("calibration needs scikit-learn: pip install 'xmtc[calibrate]'") from None
         if method == "isotonic":
             from sklearn.isotonic import IsotonicRegression
 
