@@ -98,19 +98,31 @@ def kcenter_greedy(X, n: int, *, labelled=None, seed: int = 0) -> np.ndarray:
     chosen = np.empty(n, dtype=np.int64)
     if n == 0:
         return chosen
+    sparse = sp.issparse(X)
+    xx = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sparse else (X * X).sum(axis=1)
+    Xc = X.tocsc() if sparse else None
+
+    def to_row(j: int) -> np.ndarray:  # squared distances of every row to row j: one sparse mat-vec
+        if sparse:
+            lo, hi = X.indptr[j], X.indptr[j + 1]
+            g = Xc[:, X.indices[lo:hi]] @ X.data[lo:hi]
+        else:
+            g = X @ X[j]
+        return np.maximum(xx + xx[j] - 2.0 * np.asarray(g).ravel(), 0.0)
+
     if labelled is not None and labelled.shape[0] > 0:
         dist = _sq_dist_to(X, _normalise(labelled))
         start = 0
     else:
         first = int(np.random.default_rng(seed).integers(m))
         chosen[0] = first
-        dist = _sq_dist_to(X, X[first:first + 1])
+        dist = to_row(first)
         start = 1
     for i in range(start, n):
         dist[chosen[:i]] = -1.0  # never pick a document twice
         j = int(np.argmax(dist))
         chosen[i] = j
-        dist = np.minimum(dist, _sq_dist_to(X, X[j:j + 1]))
+        dist = np.minimum(dist, to_row(j))
     return chosen
 
 
