@@ -29,8 +29,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("-k", type=int, default=10, help="Top-k suggestions per document to fit on (default: 10).")
     p.add_argument("--thresholds", choices=("f1",), default=None,
                    help="Also learn per-label thresholds maximising F1 (use with --threshold labels).")
-    p.add_argument("--min-support", type=int, default=3,
-                   help="Labels with fewer validation occurrences use the global F1 threshold (default: 3).")
+    p.add_argument("--min-support", type=int, default=10,
+                   help="Labels with fewer validation occurrences use the global F1 threshold (default: 10).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     p.add_argument("--json", action="store_true", help="Print the validation metrics before/after as JSON.")
     common(p)
