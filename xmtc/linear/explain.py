@@ -15,9 +15,9 @@ level; the last one only for ``noop``): its exact share of the *summed path marg
 the (non-linear) score itself; the per-level margins are returned too, so ``f`` of them gives back the
 beam search's score exactly (the tests check both identities).
 
-Only the weights of the query's own features are read, from the beam-search layout
-(:class:`~xmtc.linear.beam.BeamLevel`), so one explanation costs the query's features times the
-nodes that use them, never the size of the model.
+Only the weights of the query's own features at the path's nodes are read, from the beam-search
+layout (:class:`~xmtc.linear.beam.BeamLevel`): one binary search per (feature, path node), so one
+explanation costs the query's features times the path length, never the size of the model.
 """
 
 from __future__ import annotations
@@ -27,23 +27,55 @@ import numpy as np
 from .beam import BeamLevel, post_processor_code
 
 
-def _feature_rows(level: BeamLevel, features: np.ndarray):
-    """All weights of the given features at ``level`` as coo arrays (position in ``features``, node, value)."""
-    pos_parts, node_parts, val_parts = [], [], []
-    for p, f in enumerate(features.tolist()):
+def _segment_offsets(level: BeamLevel) -> np.ndarray:
+    """Entry offset of every (feature, parent) segment (segments follow one another in entry order);
+    computed once per level and kept on it."""
+    offsets = getattr(level, "_explain_seg_offsets", None)
+    if offsets is None:
+        offsets = np.zeros(level.seg.shape[0] + 1, dtype=np.int64)
+        np.cumsum(level.seg[:, 1], out=offsets[1:])
+        level._explain_seg_offsets = offsets
+    return offsets
+
+
+def _parent_of(level: BeamLevel) -> np.ndarray:
+    """``level.parent_of`` (rebuilt from the layout on every access), kept on the level after the first call."""
+    parent_of = getattr(level, "_explain_parent_of", None)
+    if parent_of is None:
+        parent_of = level._explain_parent_of = level.parent_of
+    return parent_of
+
+
+def _path_weights(level: BeamLevel, features: np.ndarray, nodes: np.ndarray, parent_of: np.ndarray) -> np.ndarray:
+    """(len(features), len(nodes)): the weight ``W[f, node]`` of each query feature at each given node.
+
+    Reads one segment per (feature, node's parent), found by binary search in the feature's sorted
+    parent list, then the node's entry in it: the cost follows the query and the path, not the number
+    of nodes that use a feature (a dense embedding dimension is used by every node of a level).
+    """
+    out = np.zeros((features.shape[0], nodes.shape[0]), dtype=np.float64)
+    if nodes.shape[0] == 0:
+        return out
+    parents = parent_of[nodes].astype(np.int64)
+    lo = level.child_ptr[parents]
+    hi = level.child_ptr[parents + 1]
+    offset = np.array([np.searchsorted(level.child_ids[a:b], n) for a, b, n in zip(lo, hi, nodes)], dtype=np.int64)
+    seg_off = _segment_offsets(level)
+    for i, f in enumerate(features.tolist()):
         s0, s1 = int(level.feat[f, 0]), int(level.feat[f + 1, 0])
-        e0, e1 = int(level.feat[f, 1]), int(level.feat[f + 1, 1])
-        if e1 == e0:
+        if s1 == s0:
             continue
-        parents = np.repeat(level.seg[s0:s1, 0], level.seg[s0:s1, 1])
-        ent = level.ent[e0:e1]
-        node_parts.append(level.child_ids[level.child_ptr[parents] + ent["col"]])
-        val_parts.append(ent["val"])
-        pos_parts.append(np.full(e1 - e0, p, dtype=np.int64))
-    if not pos_parts:
-        empty = np.zeros(0, dtype=np.int64)
-        return empty, empty, np.zeros(0, dtype=np.float32)
-    return np.concatenate(pos_parts), np.concatenate(node_parts).astype(np.int64), np.concatenate(val_parts)
+        seg_parents = level.seg[s0:s1, 0]
+        pos = np.searchsorted(seg_parents, parents)
+        found = pos < (s1 - s0)
+        found[found] = seg_parents[pos[found]] == parents[found]
+        for r in np.flatnonzero(found).tolist():
+            s = s0 + int(pos[r])
+            cols = level.ent["col"][seg_off[s]:seg_off[s + 1]]
+            j = int(np.searchsorted(cols, offset[r]))
+            if j < cols.shape[0] and cols[j] == offset[r]:
+                out[i, r] = float(level.ent["val"][seg_off[s] + j])
+    return out
 
 
 def label_paths(levels: list[BeamLevel], labels: np.ndarray) -> np.ndarray:
@@ -53,7 +85,7 @@ def label_paths(levels: list[BeamLevel], labels: np.ndarray) -> np.ndarray:
     node = labels
     for t in range(len(levels) - 1, -1, -1):
         out[:, t] = node
-        node = levels[t].parent_of[node].astype(np.int64)
+        node = _parent_of(levels[t])[node].astype(np.int64)
     return out
 
 
@@ -80,17 +112,13 @@ def path_contributions(levels: list[BeamLevel], features: np.ndarray, values: np
     margins = np.zeros((labels.shape[0], D))
     bias = np.zeros(labels.shape[0])
     for t, level in enumerate(levels):
-        pos, node, val = _feature_rows(level, features)
-        # a dense (features x K_t) block would grow with the level size; match the path nodes instead
-        for r in range(labels.shape[0]):
-            hit = node == paths[r, t]
-            part = np.zeros(features.shape[0])
-            np.add.at(part, pos[hit], val[hit].astype(np.float64) * values[pos[hit]])
-            b = float(level.bias) * float(level.bias_w[paths[r, t]])
-            margins[r, t] = part.sum() + b
-            if used[t]:
-                contrib[r] += part
-                bias[r] += b
+        W = _path_weights(level, features, paths[:, t], _parent_of(level))   # (features, labels)
+        part = (W * values[:, None]).T
+        b = float(level.bias) * level.bias_w[paths[:, t]].astype(np.float64)
+        margins[:, t] = part.sum(axis=1) + b
+        if used[t]:
+            contrib += part
+            bias += b
     if code == 0:  # l3-hinge
         score = np.exp(-(np.maximum(0.0, 1.0 - margins) ** 3).sum(axis=1))
     elif code == 1:  # sigmoid
