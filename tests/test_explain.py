@@ -147,7 +147,7 @@ def test_transformer_explanation_has_an_embedding_term(tmp_path):
     d = DATA / "yso-finna-en-2k-20k"
     if not d.exists():
         pytest.skip("shared data not available")
-    texts, labels = read_tsv_sample(d / "train.txt.gz", 400)
+    texts, labels = read_tsv_sample(d / "train.txt.gz", 200)
     words = [w for w, _ in collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
              .most_common(2000)]
     (tmp_path / "bert").mkdir()
@@ -158,7 +158,7 @@ def test_transformer_explanation_has_an_embedding_term(tmp_path):
     transformers.BertModel(cfg).save_pretrained(str(tmp_path / "bert"))
     transformers.BertTokenizerFast(vocab_file=str(tmp_path / "bert" / "vocab.txt")).save_pretrained(str(tmp_path / "bert"))
     model = xmtc.XRTransformer(encoder=str(tmp_path / "bert"), max_leaf_size=20, branching=8, n_threads=2,
-                               max_length=16, seed=0).fit(texts, labels, progress=False)
+                               max_length=8, seed=0, device="cpu").fit(texts, labels, progress=False)
     expl = model.explain(texts[:3], k=2, n_terms=10_000)
     X = model.transform(texts[:3]).toarray()
     n_tfidf = model.featurizer_.n_features_
