@@ -110,6 +110,9 @@ def main() -> None:
     ap.add_argument("--strategies", default="random,uncertainty,label-coverage,diversity,hybrid")
     ap.add_argument("--plot", default=str(HERE / "active_learning.png"))
     ap.add_argument("--json-out", default=None, help="Also write every curve here.")
+    ap.add_argument("--cache", default=None, help="Folder of finished (strategy, seed) runs: reused, and new"
+                                                  " ones written there, so runs split over processes combine.")
+    ap.add_argument("--only-seeds", default=None, help="Run just these seeds (comma-separated) into --cache.")
     args = ap.parse_args()
     from xmtc.select import DEFAULT_STRATEGY
 
@@ -117,12 +120,29 @@ def main() -> None:
     test = read_tsv(DATA / "test.txt.gz")
     print(f"load at start: {os.getloadavg()[0]:.2f}; {len(texts)} train, {len(test[0])} test", file=sys.stderr)
     results = {}
+    seeds = [int(x) for x in args.only_seeds.split(",")] if args.only_seeds else list(range(args.seeds))
+
+    def run(strategy: str, seed: int) -> dict:
+        path = Path(args.cache) / f"{strategy}-s{seed}-{args.start}-{args.batch}x{args.rounds}.json" if args.cache else None
+        if path is not None and path.exists():
+            return json.loads(path.read_text())
+        out = simulate(strategy, texts, labels, test, seed=seed, start=args.start, rounds=args.rounds,
+                       batch=args.batch, threads=args.threads)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(out))
+        return out
+
     for strategy in args.strategies.split(","):
-        runs = [simulate(strategy, texts, labels, test, seed=s, start=args.start, rounds=args.rounds,
-                         batch=args.batch, threads=args.threads) for s in range(args.seeds)]
-        results[strategy] = {k: np.mean([r[k] for r in runs], axis=0).round(3).tolist() for k in runs[0]}
+        runs = [run(strategy, s) for s in seeds]
+        if args.only_seeds:
+            continue
+        results[strategy] = {k: np.mean([r[k] for r in runs], axis=0).round(3).tolist()
+                             for k in ("P@1", "P@5", "labels", "n_labelled")}
         results[strategy]["per_seed_P@1"] = [r["P@1"] for r in runs]
     print(f"load at end: {os.getloadavg()[0]:.2f}", file=sys.stderr)
+    if args.only_seeds:
+        return
     if args.plot:
         plot(results, args.plot, DEFAULT_STRATEGY)
     if args.json_out:
