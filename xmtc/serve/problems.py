@@ -54,11 +54,11 @@ def _describe(errors: list[dict[str, Any]]) -> str:
     parts = []
     for err in errors[:5]:
         loc = [str(x) for x in err.get("loc", ()) if x not in ("body", "query", "path", "form")]
-        where = ".".join(loc) or "body"
         if err.get("type") == "json_invalid":
             parts.append(f"request body is not valid JSON ({err.get('ctx', {}).get('error', 'parse error')})")
             continue
-        parts.append(f"{where!r}: {err.get('msg', 'invalid')}")
+        where = repr(".".join(loc)) if loc else "request body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
     return "; ".join(parts)
 
 
