@@ -40,6 +40,7 @@ def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -
             loaded[pid] = Project.load(pid, os.fspath(item), config.language)
         else:
             loaded[pid] = Project(pid, f"<in-memory {type(item).__name__}>", item, config.language)
+        loaded[pid].warm_up()
         log.info("project %s: %s model with %d labels from %s", pid, loaded[pid].method,
                  loaded[pid].n_labels, loaded[pid].folder)
 

@@ -87,6 +87,15 @@ class Project:
         modified = _dt.datetime.fromtimestamp(mtime, tz=_dt.timezone.utc).replace(microsecond=0)
         return cls(project_id, folder, model, language, modified)
 
+    def warm_up(self) -> None:
+        """Score one text before the first request: the TF-IDF featurizer is numba code compiled on
+        first use (~3 s on this machine), which must not land on a user's first request."""
+        from ..errors import XmtcError
+        try:
+            self.model.predict_topk(["warm up"], 1)
+        except XmtcError as exc:  # e.g. a model of precomputed features: its requests get a 503
+            log.warning("project %s cannot score text: %s", self.project_id, exc)
+
     @property
     def n_labels(self) -> int:
         return len(self.model.labels_)

@@ -99,7 +99,7 @@ const xmtc = (() => {
       const choices = el("div", {class: "choices"});
       for (const s of doc.suggestions) {
         const cb = el("input", {type: "checkbox", value: s.id});
-        cb.checked = true;
+        cb.checked = s.score >= 0.5;  // accepted unless the model is unsure; the expert ticks or unticks
         choices.append(el("label", {title: `${s.uri} (score ${s.score.toFixed(3)})`}, cb, ` ${s.label} `,
                           el("small", {text: s.score.toFixed(2)})));
       }
