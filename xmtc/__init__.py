@@ -23,6 +23,9 @@ def __getattr__(name):
     if name == "read_dataset":
         from .data import read_dataset
         return read_dataset
+    if name == "select":  # active learning (xmtc.select.select_documents)
+        import importlib
+        return importlib.import_module(".select", __name__)
     if name == "evaluate":
         from .metrics import evaluate
         return evaluate

@@ -128,7 +128,16 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--examples", type=int, default=5, help="Example titles to show (default: 5).")
     p.add_argument("-o", "--output", help="Also save the demo model to this folder.")
     _common(p)
+    for module in _tool_commands().values():
+        module.add_parser(sub, _common)
     return parser
+
+
+def _tool_commands() -> dict:
+    """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
+    from .commands import explain
+    from .select import cli as select
+    return {"explain": explain, "select": select}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -290,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     _setup_logging(args)
     try:
-        return COMMANDS[args.command](args)
+        command = COMMANDS.get(args.command) or _tool_commands()[args.command].run
+        return command(args)
     except XmtcError as exc:
         print(f"xmtc: error: {exc}", file=sys.stderr)
         return 2

@@ -181,7 +181,7 @@ class XMCModel:
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)
         if n <= batch_size:
-            return self._predict_batch(X, int(k))
+            return self._calibrated(*self._predict_batch(X, int(k)))
         from ..progress import progress_bar
 
         idx_parts, score_parts = [], []
@@ -192,7 +192,14 @@ class XMCModel:
                 idx_parts.append(idx)
                 score_parts.append(scores)
                 bar.update(idx.shape[0])
-        return np.concatenate(idx_parts), np.concatenate(score_parts)
+        return self._calibrated(np.concatenate(idx_parts), np.concatenate(score_parts))
+
+    def _calibrated(self, idx: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Scores through the model's calibration (:mod:`xmtc.models.calibration`), if it holds one."""
+        calibration = getattr(self, "calibration_", None)
+        if calibration is None:
+            return idx, scores
+        return idx, calibration.apply(idx, scores)
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         raise NotImplementedError

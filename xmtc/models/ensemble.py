@@ -133,6 +133,12 @@ class Ensemble:
 
         return named_predictions(self, X, k, progress)
 
+    def explain(self, X, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
+        """Top-k labels with the members' contributions combined; see :mod:`xmtc.models.explain`."""
+        from .explain import explain_ensemble
+
+        return explain_ensemble(self, X, k, n_terms)
+
     def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False) -> dict:
         """Metrics as :meth:`XMCModel.evaluate`, propensities from the first member's training counts."""
         from .base import evaluate_predictor

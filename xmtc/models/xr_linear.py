@@ -165,7 +165,10 @@ class XRLinear(XMCModel):
         return self.featurizer_.transform(_check_texts(X))
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        X_feat = self.transform(X)
+        return self._predict_features(self.transform(X), k)
+
+    def _predict_features(self, X_feat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Uncalibrated top-k of features from :meth:`transform`."""
         kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor)
         if len(self.models_) == 1:
             return self.models_[0].predict_topk(X_feat, k, **kwargs)
@@ -174,6 +177,17 @@ class XRLinear(XMCModel):
         k_each = max(k, self.beam_size)
         parts = [m.predict_topk(X_feat, k_each, **kwargs) for m in self.models_]
         return average_topk(parts, self.n_labels, k)
+
+    def explain(self, X: Any, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
+        """Per text, its top-k labels with the terms that contributed most to each score.
+
+        Returns ``[[{"label", "score", "margin", "bias", "terms": [{"term", "weight"}, ...]}, ...], ...]``
+        (terms by weight, descending); contributions are exact ``x_j * w_j`` summed along the label's
+        tree path, see :mod:`xmtc.models.explain`.
+        """
+        from .explain import explain_model
+
+        return explain_model(self, X, k, n_terms)
 
     # -- persistence --------------------------------------------------------------------------
     def _save_stages(self, writer: ModelWriter) -> list[dict]:

@@ -1,0 +1,34 @@
+"""``xmtc explain MODEL_DIR "text" [-k 5] [--n-terms 10] [--json]``: the terms behind each suggested label."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("explain", help="Show the words/n-grams that led to each suggested label.",
+                       description="Suggest labels for TEXT and list, for each, the input terms with the"
+                                   " largest exact contributions to its score (see xmtc.models.explain).")
+    p.add_argument("model_dir")
+    p.add_argument("text", help="The text to explain (quote it).")
+    p.add_argument("-k", type=int, default=5, help="Labels to explain (default: 5).")
+    p.add_argument("--n-terms", type=int, default=10, help="Terms per label (default: 10).")
+    p.add_argument("--json", action="store_true", help="Print the explanation as one JSON list.")
+    common(p)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ..models import load
+
+    model = load(args.model_dir)
+    labels = model.explain([args.text], k=args.k, n_terms=args.n_terms)[0]
+    if args.json:
+        print(json.dumps(labels, ensure_ascii=False))
+        return 0
+    for e in labels:
+        name = e["label"] if e["display"] == e["label"] else f"{e['display']} ({e['label']})"
+        print(f"{e['score']:.4f}  {name}   [margin {e['margin']:+.3f} = terms + bias {e['bias']:+.3f}]")
+        for t in e["terms"]:
+            print(f"        {t['weight']:+8.4f}  {t['term']}")
+    return 0

@@ -1,0 +1,137 @@
+"""Why a label was suggested: the input terms that contributed most to its score.
+
+Every estimator answers ``model.explain(texts, k=5, n_terms=10)`` with, per text, its top-k labels::
+
+    [{"label": "p1234", "display": "railways", "score": 0.83, "margin": 1.9, "bias": -0.4,
+      "terms": [{"term": "railway", "weight": 1.21}, {"term": "finnish railway", "weight": 0.77}, ...]}, ...]
+
+``display`` is the label's name from the label file (else its id). ``score`` is the score ``predict`` gives (calibrated when the model holds a calibration). ``terms``
+are the n-grams of the TF-IDF vocabulary (feature names) with the largest contributions, sorted by
+weight, descending (terms with zero contribution are left out).
+
+What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the arithmetic):
+
+* **XR-Linear**: feature j's ``x_j * w_j`` summed over the linear models on the label's tree path
+  (the matcher's nodes at every level and the label's ranker); ``margin`` is the summed path margin
+  and ``bias`` the bias weights' share, so ``sum(all term weights) + bias == margin`` exactly. The
+  score is a monotone function of the per-level margins (``prod_t exp(-max(0, 1-s_t)^3)`` for the
+  default l3-hinge), so a positive weight always raises the score. With ``n_trees > 1`` the weights,
+  margin and bias are the means over the trees (each tree's path to the label, as the score is the
+  mean of the trees' scores).
+* **XR-Transformer / X-Transformer**: the rankers see ``[tfidf, w * normalize(embedding)]``; the TF-IDF
+  half is decomposed exactly as above and the embedding half is reported as one term,
+  ``"[embedding]"``, the summed contribution of all embedding dimensions.
+* **Ensembles** (:class:`~xmtc.models.ensemble.Ensemble`): the ensemble's top-k labels and scores; a
+  term's weight is the members' weights for that label combined with the ensemble's member weights
+  (a weighted mean of each member's exact path contributions, the label's path being explained in
+  every member whether or not that member ranked it). For ``average`` this mirrors how the scores are
+  combined; for ``rank-average``/``sigmoid-average`` it is an average of margins, not a decomposition of
+  the combined score.
+* Models trained on precomputed features have no vocabulary: terms are named ``"#<feature id>"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError
+
+EMBEDDING_TERM = "[embedding]"
+
+
+def _check_k(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def term_namer(model):
+    """A function: feature id -> term text, for an XR-Linear-family model."""
+    featurizer = getattr(model, "featurizer_", None)
+    if featurizer is None:
+        return lambda j: f"#{j}"
+    names = featurizer.feature_names()  # cached by the featurizer after the first call
+    n_tfidf = len(names)
+    return lambda j: names[j] if j < n_tfidf else EMBEDDING_TERM
+
+
+def label_contributions(model, X_feat: sp.csr_matrix, labels_per_row: list[list[int]]) -> list[list[dict]]:
+    """For each row and each given label: ``{"weights": {term: w}, "margin": m, "bias": b}``.
+
+    ``model`` is an XR-Linear-family estimator (``models_``, ``post_processor``); ``X_feat`` its own
+    features of the texts (``model.transform``).
+    """
+    from ..linear.explain import path_contributions
+
+    name = term_namer(model)
+    X_feat = sp.csr_matrix(X_feat)
+    n_trees = len(model.models_)
+    out = []
+    for i, labels in enumerate(labels_per_row):
+        feats = X_feat.indices[X_feat.indptr[i]:X_feat.indptr[i + 1]].astype(np.int64)
+        vals = X_feat.data[X_feat.indptr[i]:X_feat.indptr[i + 1]]
+        labels = np.asarray(labels, dtype=np.int64)
+        contrib = np.zeros((labels.shape[0], feats.shape[0]))
+        margin = np.zeros(labels.shape[0])
+        bias = np.zeros(labels.shape[0])
+        for tree in model.models_:
+            res = path_contributions(tree.levels_, feats, vals, labels, model.post_processor)
+            contrib += res["contrib"] / n_trees
+            margin += (res["margins"][:, res["used"]].sum(axis=1)) / n_trees
+            bias += res["bias"] / n_trees
+        row = []
+        for r in range(labels.shape[0]):
+            weights: dict[str, float] = {}
+            for j, w in zip(feats.tolist(), contrib[r].tolist()):
+                if w != 0.0:
+                    term = name(j)
+                    weights[term] = weights.get(term, 0.0) + w
+            row.append({"weights": weights, "margin": float(margin[r]), "bias": float(bias[r])})
+        out.append(row)
+    return out
+
+
+def _format(vocab, idx_row, score_row, contribs, n_terms: int) -> list[dict]:
+    out = []
+    for j, s, c in zip(idx_row, score_row, contribs):
+        terms = sorted(c["weights"].items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
+        out.append({"label": vocab.names[j], "display": vocab.display_name(j), "score": float(s),
+                    "margin": c["margin"], "bias": c["bias"],
+                    "terms": [{"term": t, "weight": float(w)} for t, w in terms]})
+    return out
+
+
+def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
+    """:meth:`XRLinear.explain` (and the transformer methods'): see the module docstring."""
+    k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
+    model._check_fitted()
+    X_feat = model.transform(texts)
+    idx, scores = model._predict_features(X_feat, k)
+    idx, scores = model._calibrated(idx, scores)
+    labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
+    contribs = label_contributions(model, X_feat, labels_per_row)
+    return [_format(model.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, contribs)]
+
+
+def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
+    """:meth:`Ensemble.explain`: weighted mean of the members' contributions to the ensemble's top-k."""
+    k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
+    idx, scores = ens.predict_topk(texts, k)
+    labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
+    weights = np.ones(len(ens.models)) if ens.weights is None else np.asarray(ens.weights, dtype=np.float64)
+    weights = weights / weights.sum()
+    combined = [[{"weights": {}, "margin": 0.0, "bias": 0.0} for _ in row] for row in labels_per_row]
+    for member, w in zip(ens.models, weights):
+        if not hasattr(member, "models_"):
+            raise ConfigError(f"cannot explain an ensemble member of type {type(member).__name__}")
+        parts = label_contributions(member, member.transform(texts), labels_per_row)
+        for row_out, row_in in zip(combined, parts):
+            for acc, c in zip(row_out, row_in):
+                for term, v in c["weights"].items():
+                    acc["weights"][term] = acc["weights"].get(term, 0.0) + w * v
+                acc["margin"] += w * c["margin"]
+                acc["bias"] += w * c["bias"]
+    return [_format(ens.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, combined)]
