@@ -32,5 +32,7 @@ class ServeConfig:
                                       " labelling on the /label page.")
     label_output: Optional[str] = param(None, "JSONL file the /label page appends {\"text\", \"labels\"}"
                                         " lines to (the format `xmtc train` reads).")
-    select_strategy: str = param("hybrid", "Active-learning strategy that orders the pool on the /label"
-                                 " page (xmtc.select).")
+    select_strategy: Optional[str] = param(None, "Active-learning strategy that orders the pool on the"
+                                           " /label page (see `xmtc select`; none = its default).",
+                                           choices=(None, "uncertainty", "label-coverage", "diversity",
+                                                    "hybrid", "random"))

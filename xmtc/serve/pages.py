@@ -64,7 +64,7 @@ def select_module():
 class LabelQueue:
     """The pool of unlabelled texts, its active-learning order per project, and the output file."""
 
-    def __init__(self, pool_path: str | None, output: str | None, strategy: str):
+    def __init__(self, pool_path: str | None, output: str | None, strategy: str | None):
         self.pool_path, self.output, self.strategy = pool_path, output, strategy
         self.texts: list[str] | None = None
         self.order: dict[str, list[int]] = {}
@@ -99,12 +99,17 @@ class LabelQueue:
             sel = select_module()
             if sel is None:
                 self.order[project.project_id] = list(range(len(texts)))
-            else:
+            else:  # the first 2,000 picks: an afternoon's labelling; a restart picks again
                 n = min(len(texts), 2000)
                 self.order[project.project_id] = [int(i) for i in sel.select_documents(
-                    project.model, texts, n, self.strategy)]
-        how = self.strategy if select_module() is not None else "pool order (xmtc.select is not installed)"
-        return self.order[project.project_id], how
+                    project.model, texts, n, self.strategy_name())]
+        return self.order[project.project_id], self.strategy_name()
+
+    def strategy_name(self) -> str:
+        sel = select_module()
+        if sel is None:
+            return "pool order (xmtc.select is not installed)"
+        return self.strategy or sel.DEFAULT_STRATEGY
 
     def save(self, doc: LabelledDocument) -> int:
         if not self.output:
