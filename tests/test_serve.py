@@ -101,6 +101,8 @@ def test_suggest_limit_threshold_and_metadata(client, model):
     r = client.post("/v1/projects/yso/suggest", data={"text": TEXT, "limit": "2", "language": "en",
                                                       "metadata_title": "x", "project": "yso"}).json()
     assert r["results"] == full[:2]
+    multipart = client.post("/v1/projects/yso/suggest", files={"text": (None, TEXT), "limit": (None, "2")})
+    assert multipart.json()["results"] == full[:2]                 # curl -F works too
     big = client.post("/v1/projects/yso/suggest", data={"text": TEXT, "limit": str(10**9)}).json()["results"]
     assert big == expected(model, TEXT, len(model.labels_))
 
@@ -125,12 +127,18 @@ BAD_SUGGEST = [
     ({"text": TEXT, "threshold": "1.5"}, 400, "threshold"),
     ({"text": TEXT, "threshold": "nan"}, 400, "threshold"),
     ({"text": TEXT, "language": "fi"}, 400, 'language "fi" not supported'),
+    ("text=%ff%fe", 400, "not UTF-8"),
 ]
 
 
 @pytest.mark.parametrize("form,status,word", BAD_SUGGEST)
 def test_suggest_bad_form(client, form, status, word):
-    assert word in is_problem(client.post("/v1/projects/yso/suggest", data=form), status)["detail"]
+    if isinstance(form, str):  # raw bytes of a form body
+        resp = client.post("/v1/projects/yso/suggest", content=form,
+                           headers={"content-type": "application/x-www-form-urlencoded"})
+    else:
+        resp = client.post("/v1/projects/yso/suggest", data=form)
+    assert word in is_problem(resp, status)["detail"]
 
 
 @pytest.mark.parametrize("body,word", [
