@@ -159,7 +159,7 @@ def start_server(model: Path, project: str, port: int, extra: list[str]) -> subp
 def read_texts(path: Path, n: int) -> list[str]:
     import gzip
     texts = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
+    with (gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else open(path, encoding="utf-8")) as fh:
         for line in fh:
             texts.append(line.rstrip("\n").split("\t", 1)[-1])
     rng = np.random.default_rng(0)
@@ -271,6 +271,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="reuters21578-apte90", help="Folder of ../shared/data (train/test files).")
     ap.add_argument("--model", type=Path, help="Serve this model folder instead of training one.")
+    ap.add_argument("--texts", type=Path, help="Request texts from this TSV(.gz) file instead of the test file.")
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=2000, help="Requests in the measured phase (good + malformed).")
     ap.add_argument("--duration", type=float, default=300.0, help="Stop the measured phase after this many seconds.")
@@ -284,7 +285,7 @@ def main(argv=None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="xmtc-serve-load-") as tmp:
         model = args.model or train(args.dataset, Path(tmp) / "model")
-        texts = read_texts(DATA / args.dataset / "test.txt.gz", 5000)
+        texts = read_texts(args.texts or DATA / args.dataset / "test.txt.gz", 5000)
         project = "bench"
         extra = ["--workers", str(args.workers), "--max-body-bytes", str(args.max_body_bytes)]
         if args.batch_wait_ms is not None:

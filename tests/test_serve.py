@@ -360,3 +360,23 @@ def test_real_server_sigterm_finishes_in_flight_requests(model_dir):
             assert srv.proc.wait(30) in (0, -signal.SIGTERM) and time.monotonic() - t0 < 10
     assert [r.status_code for r in results] == [200] * 6
     assert all(len(r.json()["results"]) == 10 for r in results)
+
+
+@pytest.mark.slow
+def test_load_script_short_run(model_dir):
+    """benchmarks/serve_load.py, short: concurrent good and malformed requests, zero 5xx, every malformed
+    kind answered 4xx, RSS flat after warm-up, SIGTERM finishing in-flight requests."""
+    from serve_support import ROOT
+    from xmtc.data import sample_path
+
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "serve_load.py"), "--model", str(model_dir),
+                           "--texts", str(sample_path("test")), "--requests", "400", "--warmup", "80",
+                           "--clients", "4", "--malformed-every", "4", "--duration", "60"],
+                          capture_output=True, text=True, timeout=300)
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert proc.returncode == 0, proc.stderr
+    assert out["requests"] == 400 and out["errors"] == 0 and out["n_5xx"] == 0 and out["first_errors"] == []
+    kinds = {k.rsplit(": ", 1)[0]: int(k.rsplit(": ", 1)[1]) for k in out["statuses"]}
+    assert kinds.pop("suggest") == 200 and len(kinds) == 9 and all(400 <= s < 500 for s in kinds.values())
+    assert out["rss_growth_mb"] < 16                      # 400 requests leaking 40 KB each would fail
+    assert out["sigterm"]["ok"] and out["sigterm"]["answered"] == [200] * 8
