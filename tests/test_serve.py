@@ -380,3 +380,16 @@ def test_load_script_short_run(model_dir):
     assert kinds.pop("suggest") == 200 and len(kinds) == 9 and all(400 <= s < 500 for s in kinds.values())
     assert out["rss_growth_mb"] < 16                      # 400 requests leaking 40 KB each would fail
     assert out["sigterm"]["ok"] and out["sigterm"]["answered"] == [200] * 8
+
+
+@pytest.mark.slow
+def test_real_server_with_two_workers(model_dir, model):
+    """--workers 2: uvicorn's worker processes each build the app from the parent's spec and load the model."""
+    with Server(str(model_dir), "--workers", "2") as srv:
+        with httpx.Client(base_url=srv.url, timeout=30) as http:
+            name = model_dir.name
+            assert [p["project_id"] for p in http.get("/v1/projects").json()["projects"]] == [name]
+            for _ in range(4):
+                r = http.post(f"/v1/projects/{name}/suggest", data={"text": TEXT, "limit": "3"}, headers={"connection": "close"})
+                assert r.json()["results"] == expected(model, TEXT, 3)
+        assert srv.stop() in (0, -signal.SIGTERM)
