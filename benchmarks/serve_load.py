@@ -278,6 +278,7 @@ def main(argv=None) -> int:
     ap.add_argument("--warmup", type=int, default=400)
     ap.add_argument("--malformed-every", type=int, default=10, help="Every N-th request is malformed (0: none).")
     ap.add_argument("--batch-wait-ms", type=float, default=None, help="Server's micro-batching window.")
+    ap.add_argument("--batch-size", type=int, default=None, help="Server's micro-batch size (1: no batching).")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024)
     ap.add_argument("--no-sigterm-check", action="store_true")
@@ -290,6 +291,8 @@ def main(argv=None) -> int:
         extra = ["--workers", str(args.workers), "--max-body-bytes", str(args.max_body_bytes)]
         if args.batch_wait_ms is not None:
             extra += ["--batch-wait-ms", str(args.batch_wait_ms)]
+        if args.batch_size is not None:
+            extra += ["--batch-size", str(args.batch_size)]
         port = free_port()
         proc = start_server(model, project, port, extra)
         load_before = os.getloadavg()
@@ -299,7 +302,7 @@ def main(argv=None) -> int:
             proc.terminate()
             proc.wait(60)
         result.update({"dataset": args.dataset, "clients": args.clients, "workers": args.workers,
-                       "batch_wait_ms": args.batch_wait_ms, "loadavg_before": [round(x, 2) for x in load_before],
+                       "batch_wait_ms": args.batch_wait_ms, "batch_size": args.batch_size, "loadavg_before": [round(x, 2) for x in load_before],
                        "loadavg_after": [round(x, 2) for x in os.getloadavg()], "nproc": os.cpu_count()})
         if not args.no_sigterm_check:
             port = free_port()

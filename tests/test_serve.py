@@ -393,3 +393,35 @@ def test_real_server_with_two_workers(model_dir, model):
                 r = http.post(f"/v1/projects/{name}/suggest", data={"text": TEXT, "limit": "3"}, headers={"connection": "close"})
                 assert r.json()["results"] == expected(model, TEXT, 3)
         assert srv.stop() in (0, -signal.SIGTERM)
+
+
+# -- fuzzing: whatever a client sends, never a 5xx -------------------------------------------------------
+from hypothesis import HealthCheck, given, settings, strategies as st  # noqa: E402
+
+_PATHS = st.sampled_from(["/v1/projects/yso/suggest", "/v1/projects/yso/suggest-batch", "/v1/projects/yso",
+                          "/v1/projects/x%00y/suggest", "/ui/api/projects/yso/explain",
+                          "/ui/api/projects/yso/labelled", "/ui/api/projects/yso/labels", "/v1/projects/yso/learn"])
+_TYPES = st.sampled_from(["application/json", "application/x-www-form-urlencoded", "multipart/form-data",
+                          "multipart/form-data; boundary=b", "text/plain", ""])
+_QUERY = st.dictionaries(st.sampled_from(["limit", "threshold", "language", "q", "n"]),
+                         st.one_of(st.integers(-10**12, 10**12).map(str), st.text(max_size=8),
+                                   st.sampled_from(["nan", "inf", "-0", "1e309", "0x10"])), max_size=3)
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+                         st.sampled_from(["documents", "text", "document_id", "labels", "limit", "metadata"]),
+                         inner, max_size=4), max_leaves=12)
+_BODY = st.one_of(st.binary(max_size=300), _JSON.map(lambda v: json.dumps(v).encode()),
+                  st.dictionaries(st.sampled_from(["text", "limit", "threshold", "language", "metadata_x"]),
+                                  st.text(max_size=30), max_size=4).map(lambda d: __import__("urllib.parse").parse.urlencode(d).encode()))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow])
+@given(path=_PATHS, ctype=_TYPES, query=_QUERY, body=_BODY, method=st.sampled_from(["POST", "POST", "GET", "PUT"]))
+def test_fuzzed_requests_never_get_a_5xx(client, path, ctype, query, body, method):
+    headers = {"content-type": ctype} if ctype else {}
+    resp = client.request(method, path, params=query, content=body if method != "GET" else None, headers=headers)
+    assert resp.status_code < 500, (resp.status_code, resp.text[:300])
+    if resp.status_code >= 400:
+        assert resp.headers["content-type"].startswith("application/problem+json")
+        assert resp.json()["status"] == resp.status_code
