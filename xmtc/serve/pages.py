@@ -69,6 +69,7 @@ class LabelQueue:
         self.texts: list[str] | None = None
         self.order: dict[str, list[int]] = {}
         self.done: set[str] = set()
+        self.lines: int | None = None  # lines in the output file, counted once, then kept up to date
         self.lock = threading.Lock()
 
     def load_pool(self) -> list[str]:
@@ -116,13 +117,18 @@ class LabelQueue:
             raise Problem(404, "no output file: start the server with --label-output FILE.jsonl")
         line = json.dumps({"text": doc.text, "labels": doc.labels}, ensure_ascii=False) + "\n"
         with self.lock:
-            with open(self.output, "a", encoding="utf-8") as fh:
-                fh.write(line)
+            if self.lines is None:
+                self.lines = 0
+                if os.path.exists(self.output):
+                    with open(self.output, "rb") as fh:
+                        self.lines = sum(1 for _ in fh)
+            with open(self.output, "a", encoding="utf-8") as fh:  # one write of one whole line, then fsync:
+                fh.write(line)                                      # a crash loses at most this line
                 fh.flush()
                 os.fsync(fh.fileno())
             self.done.add(doc.text)
-            with open(self.output, encoding="utf-8") as fh:
-                return sum(1 for _ in fh)
+            self.lines += 1
+            return self.lines
 
 
 def make_pages() -> APIRouter:
