@@ -154,7 +154,7 @@ def main(argv=None) -> int:
             server.wait(60)
     p1_annif = 100.0 * float(annif_metrics["Precision@1"])
     p1_xmtc = float(xmtc_metrics["P@1"])
-    result = {"annif": version, "dataset": args.dataset, "documents": int(annif_metrics.get("Documents evaluated", 0)),
+    result = {"annif": version, "dataset": args.dataset, "documents": int(annif_metrics.get("Documents_evaluated", 0)),
               "annif_P@1": round(p1_annif, 2), "xmtc_P@1": round(p1_xmtc, 2),
               "difference": round(p1_annif - p1_xmtc, 2), "within_0.5": abs(p1_annif - p1_xmtc) <= 0.5,
               "annif_eval_s": round(eval_s, 1), "annif_metrics": annif_metrics}

@@ -60,7 +60,7 @@ class Server:
     def __enter__(self) -> "Server":
         self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + 180  # generous: a shared machine under load starts slowly
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"xmtc serve exited with {self.proc.returncode}: {self.proc.stdout.read()}")
@@ -70,7 +70,7 @@ class Server:
             except httpx.HTTPError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError("xmtc serve did not start within 60 s")
+        raise RuntimeError("xmtc serve did not start within 180 s")
 
     def stop(self, timeout: float = 30) -> int:
         if self.proc is None:

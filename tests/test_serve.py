@@ -326,8 +326,15 @@ def test_project_specs(tmp_path):
                                       (["--port", "99999", "x"], "'port' must be <= 65535"),
                                       (["--batch-size", "0", "x"], "'batch_size' must be >= 1")])
 def test_cli_errors_are_one_line(args, msg, capsys):
+    import logging
     from xmtc.cli import main
-    assert main(["serve", *args]) == 2
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    try:
+        assert main(["serve", *args]) == 2
+    finally:  # main() points logging at this test's captured stderr; later tests must not write there
+        root.handlers[:] = handlers
+        root.setLevel(level)
     err = capsys.readouterr().err
     assert err.startswith("xmtc: error: ") and err.count("\n") == 1 and msg in err, err
 
