@@ -102,7 +102,9 @@ def test_suggest_limit_threshold_and_metadata(client, model):
                                                       "metadata_title": "x", "project": "yso"}).json()
     assert r["results"] == full[:2]
     multipart = client.post("/v1/projects/yso/suggest", files={"text": (None, TEXT), "limit": (None, "2")})
-    assert multipart.json()["results"] == full[:2]                 # curl -F works too
+    assert multipart.json()["results"] == full[:2]                 # curl -F works too (FastAPI's route)...
+    form = client.post("/v1/projects/yso/suggest", data={"text": TEXT, "limit": "2"})  # ...the fast path:
+    assert form.content == multipart.content and form.headers["content-type"] == multipart.headers["content-type"]
     big = client.post("/v1/projects/yso/suggest", data={"text": TEXT, "limit": str(10**9)}).json()["results"]
     assert big == expected(model, TEXT, len(model.labels_))
 

@@ -23,6 +23,7 @@ from . import problems
 from .api import make_router
 from .batching import MicroBatcher
 from .config import ServeConfig
+from .fastpath import SuggestFastPath
 from .pages import make_pages
 from .registry import Project
 
@@ -67,7 +68,8 @@ def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -
     problems.install(app)
     app.include_router(make_router())
     app.include_router(make_pages())
-    app.add_middleware(problems.BodyLimit, limit=config.max_body_bytes)
+    app.add_middleware(SuggestFastPath, projects=loaded)
+    app.add_middleware(problems.BodyLimit, limit=config.max_body_bytes)  # added last: runs first
     return app
 
 

@@ -44,8 +44,8 @@ def problem_response(status: int, detail: str, title: str | None = None,
     return JSONResponse(body, status_code=status, media_type=PROBLEM, headers=headers)
 
 
-def problem_bytes(status: int, detail: str) -> bytes:
-    return json.dumps({"type": "about:blank", "title": _TITLES.get(status, "Error"), "status": status,
+def problem_bytes(status: int, detail: str, title: str | None = None) -> bytes:
+    return json.dumps({"type": "about:blank", "title": title or _TITLES.get(status, "Error"), "status": status,
                        "detail": detail}).encode()
 
 
