@@ -9,9 +9,13 @@ fields accepted and unused), the same JSON ``suggest-batch`` (at most 32 documen
 follow Annif's filter: the ``limit`` best labels whose score is >= ``threshold``; a zero score is no
 suggestion (Annif keeps suggestions in a sparse matrix, where a zero is absent).
 
+Form-encoded ``suggest`` requests, the hot path, are answered by :mod:`xmtc.serve.fastpath` with
+the functions below, before FastAPI's routing; the route here serves multipart bodies and the docs.
+
 What differs, on purpose: ``learn`` answers 403 (an xmtc model is not updated online; Annif answers
 the same for a project not configured to learn), ``detect-language`` is absent (404), and every
-project is its own vocabulary (``vocab_id`` = project id).
+project is its own vocabulary (``vocab_id`` = project id), and ``GET /v1/`` names xmtc and its
+version rather than Annif's.
 """
 
 from __future__ import annotations
