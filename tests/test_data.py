@@ -690,3 +690,36 @@ def test_sample_reads_with_display_names():
     assert min(np.diff(train.Y.indptr)) >= 1 and train.Y.getnnz(axis=0).min() >= 1
     test = read_dataset(sample_path("test"), labels=train.labels)
     assert len(test) == 4000 and test.labels is train.labels
+
+
+# -- label URIs (kept for Annif's API in xmtc serve) -------------------------------------------------
+def test_label_vocab_keeps_uris_from_the_label_file(tmp_path):
+    from xmtc.data.labels import read_label_uris
+
+    lines = _yso_label_lines()
+    path = put(tmp_path / "labels.txt.gz", "\n".join(lines) + "\n", gz=True)
+    rows = [line.split("\t") for line in lines[1:]]
+    assert read_label_uris(path) == {row[0]: row[1] for row in rows}
+    vocab = LabelVocab(["p4", "p3", "p999999"]).with_label_file(path)
+    assert vocab.uris == ["http://www.yso.fi/onto/yso/p4", "http://www.yso.fi/onto/yso/p3", ""]
+    assert vocab.uri(1) == "http://www.yso.fi/onto/yso/p3" and vocab.uri(2) == "p999999"   # no URI: the id
+    back = LabelVocab.from_json(json.loads(json.dumps(vocab.to_json())))
+    assert back == vocab and back.uris == vocab.uris
+    assert vocab.extended(["z"]).uris == vocab.uris + [""]
+    with pytest.raises(DataFormatError, match="2 label URIs for 3 labels"):
+        LabelVocab(["a", "b", "c"], uris=["x", "y"])
+    with pytest.raises(ModelFormatError, match="'uris' must be a list of strings"):
+        LabelVocab.from_json({"names": ["a"], "uris": [3]})
+
+
+def test_label_files_without_a_uri_column_give_no_uris(tmp_path):
+    from xmtc.data.labels import read_label_uris
+
+    reuters = put(tmp_path / "labels.txt", "acq\t1650\t719\nalum\t35\t23\n")
+    named = put(tmp_path / "l.tsv", "# ID\tname\tcount\np1\tFirst\t3\n")
+    for path in (reuters, named):
+        assert read_label_uris(path) == {}
+        vocab = LabelVocab(["acq", "p1"]).with_label_file(path)
+        assert vocab.uris is None and vocab.uri(0) == "acq" and "uris" not in vocab.to_json()
+    short = put(tmp_path / "short.tsv", "#id\tname\turi\np1\tFirst\n")
+    raises_at(short, 2, "expected 3 tab-separated columns", read_label_uris, short)

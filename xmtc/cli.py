@@ -128,6 +128,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--plot", default=None, metavar="PNG", help="Also draw the tree's level sizes and leaf balance.")
     _common(p)
 
+    from .serve import cli as serve_cli
+    _common(serve_cli.add_parser(sub))
+
     p = sub.add_parser("demo", help="Train and evaluate on the bundled yso-finna-en sample.")
     p.add_argument("--examples", type=int, default=5, help="Example titles to show (default: 5).")
     p.add_argument("-o", "--output", help="Also save the demo model to this folder.")
@@ -306,8 +309,14 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run_demo(examples=args.examples, output=args.output, progress=not args.quiet)
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .serve.cli import run
+    return run(args)
+
+
 COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "encode": cmd_encode,
             "ensemble": cmd_ensemble, "info": cmd_info, "demo": cmd_demo}
+COMMANDS["serve"] = cmd_serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:

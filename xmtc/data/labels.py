@@ -1,9 +1,11 @@
-"""The label vocabulary: label ids in column order, plus optional display names and label texts.
+"""The label vocabulary: label ids in column order, plus optional display names, label texts and URIs.
 
 Datasets identify labels by short ids (``p12465`` in YSO, ``acq`` in Reuters, ``17`` in XC files);
 people want to read names ("light reading"), and label-text indexing (X-Transformer) needs each
 label's text. The vocabulary keeps all three side by side so that a model saved with it can show
-names in ``xmtc predict``/``demo`` without the original label file.
+names in ``xmtc predict``/``demo`` without the original label file. Where the label file gives each
+label a URI (yso-finna-en's ``uri`` column), it is kept too: Annif's REST API, which ``xmtc serve``
+speaks, identifies subjects by URI.
 """
 
 from __future__ import annotations
@@ -24,18 +26,19 @@ class LabelVocab:
     """
 
     def __init__(self, names: Sequence[str], *, display: Sequence[str] | None = None,
-                 texts: Sequence[str] | None = None):
+                 texts: Sequence[str] | None = None, uris: Sequence[str] | None = None):
         self.names = [str(n) for n in names]
         self.index = {n: j for j, n in enumerate(self.names)}
         if len(self.index) != len(self.names):
             seen: set[str] = set()
             dup = next(n for n in self.names if n in seen or seen.add(n))
             raise DataFormatError(None, None, f"label {dup!r} appears twice in the label vocabulary")
-        for what, values in (("display names", display), ("texts", texts)):
+        for what, values in (("display names", display), ("texts", texts), ("URIs", uris)):
             if values is not None and len(values) != len(self.names):
                 raise DataFormatError(None, None, f"{len(values)} label {what} for {len(self.names)} labels")
         self.display = None if display is None else [str(x) for x in display]
         self.texts = None if texts is None else [str(x) for x in texts]
+        self.uris = None if uris is None else [str(x) for x in uris]
 
     def __len__(self) -> int:
         return len(self.names)
@@ -52,6 +55,12 @@ class LabelVocab:
             return self.display[j]
         return self.names[j]
 
+    def uri(self, j: int) -> str:
+        """The URI of label ``j`` from the label file, else its id (what Annif's API calls ``uri``)."""
+        if self.uris is not None and self.uris[j]:
+            return self.uris[j]
+        return self.names[j]
+
     def extended(self, new_names: Iterable[str]) -> "LabelVocab":
         """This vocabulary with ``new_names`` appended (labels seen only at evaluation time)."""
         new = [n for n in new_names if n not in self.index]
@@ -59,14 +68,18 @@ class LabelVocab:
             return self
         pad = [""] * len(new)
         return LabelVocab(self.names + new, display=None if self.display is None else self.display + pad,
-                          texts=None if self.texts is None else self.texts + pad)
+                          texts=None if self.texts is None else self.texts + pad,
+                          uris=None if self.uris is None else self.uris + pad)
 
     def with_label_file(self, path: str | os.PathLike) -> "LabelVocab":
-        """Attach display names and texts from a label file (see :func:`read_label_file`)."""
+        """Attach display names, texts and (where the file has a ``uri`` column) URIs from a label file
+        (see :func:`read_label_file` and :func:`read_label_uris`)."""
         info = read_label_file(path, self.names)
         display = [info.get(n, ("", ""))[0] for n in self.names]
         texts = [info.get(n, ("", ""))[1] for n in self.names]
-        return LabelVocab(self.names, display=display, texts=texts)
+        found = read_label_uris(path)
+        uris = [found.get(n, "") for n in self.names] if found else None
+        return LabelVocab(self.names, display=display, texts=texts, uris=uris)
 
     # -- storage: plain JSON, never pickle ------------------------------------------------------
     def to_json(self) -> dict:
@@ -75,17 +88,19 @@ class LabelVocab:
             out["display"] = self.display
         if self.texts is not None:
             out["texts"] = self.texts
+        if self.uris is not None:
+            out["uris"] = self.uris
         return out
 
     @classmethod
     def from_json(cls, obj) -> "LabelVocab":
         if not isinstance(obj, dict) or not _is_str_list(obj.get("names")):
             raise ModelFormatError("label vocabulary: expected an object with a 'names' list of strings")
-        for key in ("display", "texts"):
+        for key in ("display", "texts", "uris"):
             if obj.get(key) is not None and not _is_str_list(obj[key]):
                 raise ModelFormatError(f"label vocabulary: '{key}' must be a list of strings")
         try:
-            return cls(obj["names"], display=obj.get("display"), texts=obj.get("texts"))
+            return cls(obj["names"], display=obj.get("display"), texts=obj.get("texts"), uris=obj.get("uris"))
         except DataFormatError as exc:
             raise ModelFormatError(f"label vocabulary: {exc.problem}") from None
 
@@ -147,6 +162,36 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
         name = words[0] if words else ""
         text = words[1] if len(words) > 1 else name
         out[label] = (name, text)
+    return out
+
+
+def read_label_uris(path: str | os.PathLike) -> dict[str, str]:
+    """``id -> uri`` from a label file whose ``#`` header names a ``uri`` column; ``{}`` for any other layout.
+
+    Kept apart from :func:`read_label_file` (whose ``(name, text)`` pairs other code relies on); that
+    function has already checked the file's layout when this one is called from ``with_label_file``.
+    """
+    header: list[str] | None = None
+    out: dict[str, str] = {}
+    i_id = i_uri = 0
+    for lineno, line in iter_lines(path):
+        if not line.strip():
+            continue
+        if line.startswith("#"):
+            if header is None and not out:
+                header = [h.strip().lower() for h in line[1:].split("\t")]
+                if "uri" not in header:
+                    return {}
+                i_id = next((i for i, h in enumerate(header) if h.startswith("id")), 0)
+                i_uri = header.index("uri")
+            continue
+        if header is None:
+            return {}
+        parts = line.split("\t")
+        if len(parts) <= max(i_id, i_uri):
+            raise DataFormatError(path, lineno, f"expected {len(header)} tab-separated columns"
+                                                f" ({', '.join(header)}), got {len(parts)}")
+        out[parts[i_id].strip()] = parts[i_uri].strip()
     return out
 
 

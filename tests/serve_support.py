@@ -1,0 +1,88 @@
+"""Shared by the serve tests: a small real model with label URIs, and a uvicorn server in a subprocess."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+import xmtc
+from xmtc.data import LabelVocab, sample_path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def sample_docs(step: int = 8):
+    """Every ``step``-th document of the bundled yso-finna-en sample (sorted by text, so spread out)."""
+    texts, labels = [], []
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i % step:
+                continue
+            lab, text = line.rstrip("\n").split("\t", 1)
+            texts.append(text)
+            labels.append([x for x in lab.split(",") if x])
+    return texts, labels
+
+
+def build_model(folder: Path) -> Path:
+    texts, labels = sample_docs()
+    vocab = LabelVocab(sorted({x for row in labels for x in row})).with_label_file(sample_path("labels"))
+    model = xmtc.XRLinear(max_leaf_size=32, branching=8, n_threads=1).fit(texts, labels, labels=vocab,
+                                                                           progress=False)
+    model.save(folder)
+    return folder
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``xmtc serve`` in a subprocess on a free loopback port; stopped with SIGTERM on exit."""
+
+    def __init__(self, *args: str, env: dict | None = None):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.args = [sys.executable, "-m", "xmtc.cli", "serve", *args, "--port", str(self.port), "-q"]
+        self.env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+                        **(env or {}))
+        self.proc: subprocess.Popen | None = None
+
+    def __enter__(self) -> "Server":
+        self.proc = subprocess.Popen(self.args, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                     text=True)
+        deadline = time.monotonic() + 180  # generous: a shared machine under load starts slowly
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"xmtc serve exited with {self.proc.returncode}: {self.proc.stdout.read()}")
+            try:
+                if httpx.get(self.url + "/v1/", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        self.stop()
+        raise RuntimeError("xmtc serve did not start within 180 s")
+
+    def stop(self, timeout: float = 30) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

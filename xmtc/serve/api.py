@@ -1,0 +1,206 @@
+"""The Annif-compatible REST API under ``/v1``.
+
+Matched against Annif's own ``annif/openapi/annif.yaml``, ``annif/rest.py`` and
+``annif/backend/http.py`` (NatLibFi/Annif, v1.4): the same paths, the same form-encoded ``suggest``
+(``text``, ``limit`` default 10 and >= 0, ``threshold`` in [0, 1], ``language``, ``metadata_*``
+fields accepted and unused), the same JSON ``suggest-batch`` (at most 32 documents; ``limit``,
+``threshold``, ``language`` as query parameters; each result carries the document's
+``document_id``, null when it had none), the same response shapes and problem+json errors. Results
+follow Annif's filter: the ``limit`` best labels whose score is >= ``threshold``; a zero score is no
+suggestion (Annif keeps suggestions in a sparse matrix, where a zero is absent).
+
+Form-encoded ``suggest`` requests, the hot path, are answered by :mod:`xmtc.serve.fastpath` with
+the functions below, before FastAPI's routing; the route here serves multipart bodies and the docs.
+
+What differs, on purpose: ``learn`` answers 403 (an xmtc model is not updated online; Annif answers
+the same for a project not configured to learn), ``detect-language`` is absent (404), and every
+project is its own vocabulary (``vocab_id`` = project id), and ``GET /v1/`` names xmtc and its
+version rather than Annif's.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Optional
+from urllib.parse import parse_qsl, urlencode
+
+import numpy as np
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from .._version import __version__
+from ..errors import XmtcError
+from .batching import BatcherClosed
+from .problems import Problem
+from .registry import Project
+
+MAX_BATCH_DOCUMENTS = 32  # Annif's suggest-batch maxItems
+SUGGEST_FORM_SCHEMA = {  # Annif's, from annif.yaml
+    "type": "object", "required": ["text"],
+    "properties": {
+        "text": {"type": "string", "description": "input text"},
+        "limit": {"type": "integer", "format": "int32", "default": 10, "minimum": 0,
+                  "description": "maximum number of results to return"},
+        "threshold": {"type": "number", "default": 0.0, "minimum": 0.0, "maximum": 1.0,
+                      "description": "minimum score threshold, below which results will not be returned"},
+        "language": {"type": "string", "description": "language of subject labels"}},
+    "additionalProperties": {"type": "string", "description": "Additional metadata properties, starting"
+                                                              " with 'metadata_'"}}
+
+
+def parse_suggest_form(body: bytes) -> tuple[str, int, float, str | None]:
+    """The suggest form (``text``, ``limit``, ``threshold``, ``language``), checked as Annif's spec says.
+
+    Parsed here rather than through FastAPI's ``Form`` parameters: the same checks for a third of the
+    per-request CPU time, which is what bounds the p99 under load on two cores (see benchmarks/RESULTS.md).
+    """
+    try:
+        fields = dict(parse_qsl(body.decode("utf-8"), keep_blank_values=True, strict_parsing=False,
+                                errors="strict"))
+    except UnicodeDecodeError as exc:
+        raise Problem(400, f"request body is not UTF-8 form data ({exc.reason} at byte {exc.start})") from None
+    if "text" not in fields:
+        raise Problem(400, "'text': Field required (a form-encoded body with text=...)")
+    limit = fields.get("limit", "10")
+    try:
+        limit_i = int(limit)
+    except ValueError:
+        raise Problem(400, f"'limit': must be an integer >= 0, got {limit!r}") from None
+    if limit_i < 0:
+        raise Problem(400, f"'limit': must be an integer >= 0, got {limit!r}")
+    threshold = fields.get("threshold", "0")
+    try:
+        threshold_f = float(threshold)
+    except ValueError:
+        threshold_f = math.nan
+    if not 0.0 <= threshold_f <= 1.0:
+        raise Problem(400, f"'threshold': must be a number in [0, 1], got {threshold!r}")
+    return fields["text"], limit_i, threshold_f, fields.get("language") or None
+
+
+class Document(BaseModel):
+    """Annif's ``Document``: a text with an optional identifier and metadata."""
+
+    model_config = ConfigDict(extra="allow")
+    text: str
+    document_id: Optional[str] = None
+    metadata: Optional[dict[str, str]] = None
+
+
+class BatchRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    documents: list[Document] = Field(max_length=MAX_BATCH_DOCUMENTS)
+
+
+class SuggestionResult(BaseModel):
+    uri: str
+    label: str
+    notation: Optional[str] = None
+    score: float
+
+
+class SuggestionResultList(BaseModel):
+    results: list[SuggestionResult]
+
+
+class BatchSuggestionResult(SuggestionResultList):
+    document_id: Optional[str] = None
+
+
+def project_or_404(request: Request, project_id: str) -> Project:
+    project = request.app.state.projects.get(project_id)
+    if project is None:
+        raise Problem(404, f"Project '{project_id}' not found", "Project not found")
+    return project
+
+
+def check_language(project: Project, language: str | None) -> None:
+    if language and language != project.language:
+        raise Problem(400, f'language "{language}" not supported by vocabulary')
+
+
+async def topk_rows(project: Project, texts: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Micro-batched top-``k`` (label indices, scores) of each text, errors mapped to problems."""
+    try:
+        return await project.batcher.submit_many(texts, min(int(k), project.n_labels))
+    except BatcherClosed as exc:
+        raise Problem(503, str(exc), "Service unavailable") from None
+    except XmtcError as exc:  # the model cannot score text (e.g. it was trained on given features)
+        raise Problem(503, f"project '{project.project_id}': {exc}", "Service unavailable") from None
+
+
+def kept(idx: np.ndarray, scores: np.ndarray, threshold: float) -> list[tuple[int, float]]:
+    """Annif's filter of one row: real labels with a score above zero and at least ``threshold``."""
+    keep = (idx >= 0) & (scores > 0) & (scores >= threshold)
+    return [(int(j), float(s)) for j, s in zip(idx[keep], np.asarray(scores[keep], dtype=np.float64))]
+
+
+async def suggest_texts(project: Project, texts: list[str], limit: int, threshold: float) -> list[dict]:
+    """``[{"results": [...]}]`` per text: the micro-batched top-``limit`` filtered by ``threshold``."""
+    if limit == 0 or not texts:
+        return [{"results": []} for _ in texts]
+    rows = await topk_rows(project, texts, limit)
+    return [{"results": [project.subject(j, s) for j, s in kept(idx, scores, threshold)]} for idx, scores in rows]
+
+
+def make_router() -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    # the two hot paths first: routes are matched in order, on every request
+    @router.post("/projects/{project_id}/suggest", response_model=SuggestionResultList,
+                 summary="suggest subjects for a given text", tags=["Automatic subject indexing"],
+                 openapi_extra={"requestBody": {"required": True, "content": {
+                     "application/x-www-form-urlencoded": {"schema": SUGGEST_FORM_SCHEMA}}}})
+    async def suggest(request: Request, project_id: str):
+        project = project_or_404(request, project_id)
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):  # curl -F, browsers' FormData
+            form = await request.form()
+            body = urlencode([(k, v) for k, v in form.multi_items() if isinstance(v, str)]).encode()
+        else:
+            body = await request.body()
+        text, limit, threshold, language = parse_suggest_form(body)
+        check_language(project, language)
+        result = (await suggest_texts(project, [text], limit, threshold))[0]
+        return Response(json.dumps(result, ensure_ascii=False), media_type="application/json")
+
+    @router.post("/projects/{project_id}/suggest-batch", response_model=list[BatchSuggestionResult],
+                 summary="suggest subjects for a batch of up to 32 documents",
+                 tags=["Automatic subject indexing"])
+    async def suggest_batch(request: Request, project_id: str, body: BatchRequest,
+                            limit: int = Query(10, ge=0, description="maximum number of results to return"),
+                            threshold: float = Query(0.0, ge=0.0, le=1.0,
+                                                     description="minimum score of a returned result"),
+                            language: Optional[str] = Query(None, description="language of subject labels")):
+        project = project_or_404(request, project_id)
+        check_language(project, language)
+        results = await suggest_texts(project, [d.text for d in body.documents], limit, threshold)
+        for res, doc in zip(results, body.documents):
+            res["document_id"] = doc.document_id
+        return Response(json.dumps(results, ensure_ascii=False), media_type="application/json")
+
+    @router.get("/", summary="basic information about the API service", tags=["API information"])
+    async def show_info():
+        return {"title": "xmtc REST API (Annif-compatible)", "version": __version__}
+
+    @router.get("/vocabs", summary="list the vocabularies (one per project)", tags=["Vocabulary information"])
+    async def list_vocabs(request: Request):
+        return {"vocabs": [p.vocab() for p in request.app.state.projects.values()]}
+
+    @router.get("/projects", summary="list the projects", tags=["Project administration"])
+    async def list_projects(request: Request):
+        return {"projects": [p.dump() for p in request.app.state.projects.values()]}
+
+    @router.get("/projects/{project_id}", summary="show project information", tags=["Project administration"])
+    async def show_project(request: Request, project_id: str):
+        return project_or_404(request, project_id).dump()
+
+    @router.post("/projects/{project_id}/learn", status_code=204, tags=["Learning from feedback"],
+                 summary="learning from feedback is not offered: 403, as Annif answers a project"
+                         " not configured to learn")
+    async def learn(request: Request, project_id: str):
+        project_or_404(request, project_id)
+        raise Problem(403, f"Project '{project_id}' is not configured to allow learning via API",
+                      "Learning not allowed")
+
+    return router

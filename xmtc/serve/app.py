@@ -1,0 +1,83 @@
+"""The ASGI application: projects loaded once per worker, a micro-batcher each, the API and the pages.
+
+``create_app`` is what tests and embedding code call; ``app_from_env`` is the factory uvicorn's
+worker processes call (``--workers N``): the parent process passes the project list and settings in
+one environment variable, and every worker loads its own copy of each model once, at import of the
+factory, before it accepts a connection.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import logging
+import os
+from typing import Any, Mapping
+
+from fastapi import FastAPI
+
+from .._version import __version__
+from ..config import build_config
+from . import problems
+from .api import make_router
+from .batching import MicroBatcher
+from .config import ServeConfig
+from .fastpath import SuggestFastPath
+from .pages import make_pages
+from .registry import Project
+
+log = logging.getLogger(__name__)
+
+ENV_SPEC = "XMTC_SERVE_SPEC"
+
+
+def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -> FastAPI:
+    """An app serving ``projects``: ``{id: model folder}`` or ``{id: fitted model}`` (for embedding/tests)."""
+    config = config or ServeConfig()
+    loaded: dict[str, Project] = {}
+    for pid, item in projects.items():
+        if isinstance(item, (str, os.PathLike)):
+            loaded[pid] = Project.load(pid, os.fspath(item), config.language)
+        else:
+            loaded[pid] = Project(pid, f"<in-memory {type(item).__name__}>", item, config.language)
+        loaded[pid].warm_up()
+        log.info("project %s: %s model with %d labels from %s", pid, loaded[pid].method,
+                 loaded[pid].n_labels, loaded[pid].folder)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        for project in loaded.values():
+            model = project.model
+            project.batcher = MicroBatcher(lambda texts, k, m=model: m.predict_topk(texts, k),
+                                           max_batch=config.batch_size,
+                                           max_wait_s=config.batch_wait_ms / 1000.0, name=project.project_id)
+            await project.batcher.start()
+        try:
+            yield
+        finally:  # uvicorn gets here after in-flight requests finished (graceful SIGTERM)
+            for project in loaded.values():
+                await project.batcher.close()
+
+    app = FastAPI(title="xmtc serve", version=__version__, lifespan=lifespan,
+                  description="Extreme multi-label text classification models behind an Annif-compatible"
+                              " REST API (/v1), with a web page at / and an active-learning page at"
+                              " /label.")
+    app.state.projects = loaded
+    app.state.config = config
+    problems.install(app)
+    app.include_router(make_router())
+    app.include_router(make_pages())
+    app.add_middleware(SuggestFastPath, projects=loaded)
+    app.add_middleware(problems.BodyLimit, limit=config.max_body_bytes)  # added last: runs first
+    return app
+
+
+def spec_to_env(projects: Mapping[str, str], config: ServeConfig) -> str:
+    return json.dumps({"projects": dict(projects), "config": dataclasses.asdict(config)})
+
+
+def app_from_env() -> FastAPI:
+    """uvicorn factory for worker processes (``xmtc serve --workers N``)."""
+    spec = json.loads(os.environ[ENV_SPEC])
+    return create_app(spec["projects"], build_config(ServeConfig, spec["config"], source=ENV_SPEC))
