@@ -233,6 +233,8 @@ def format_from_name(path) -> str | None:
         return "npz"
     if name.endswith((".jsonl", ".ndjson", ".json")):
         return "jsonl"
+    if name.endswith(".tsv"):
+        return "tsv"
     return None
 
 
@@ -266,7 +268,7 @@ def guess_format(path, fmt: str | None = None) -> str:
             if _XC_HEADER.match(line):
                 first = line
                 continue
-            if line.lstrip().startswith("{"):
+            if line.lstrip(" ").startswith("{"):  # not after a tab: "<TAB>{text" is a TSV line without labels
                 return "jsonl"
             return "tsv" if "\t" in line else "text"
     return "text" if first is None else "xc"
