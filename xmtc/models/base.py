@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from ..config import build_config, config_to_dict
 from ..data.dataset import label_matrix
 from ..data.labels import LabelVocab
-from ..errors import ConfigError, DataFormatError, NotFittedError, XmtcError
+from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 from .storage import ModelReader, ModelWriter
 
 log = logging.getLogger(__name__)
@@ -61,19 +61,22 @@ def load(folder: str | os.PathLike) -> "XMCModel":
     reader = ModelReader(folder)
     method = reader.manifest["method"]
     if method not in _REGISTRY:
-        from ..errors import ModelFormatError
         raise ModelFormatError(f"{reader.folder}: unknown method {method!r} in manifest"
                                f" (this xmtc knows {', '.join(method_names())})")
     cls = _REGISTRY[method]
     model = cls(**cls._params_from_manifest(reader))
     try:
         model._load_state(reader)
+    except ModelFormatError as exc:
+        if str(reader.folder) in str(exc):
+            raise
+        # a stage's own check ("hierarchical linear model: ..."): say which folder it is about
+        raise ModelFormatError(f"{reader.folder}: {exc}") from None
     except XmtcError:
         raise
     except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
         # the stages check what they use; this net turns anything they missed in a crafted folder
         # into the one-line error the CLI prints, instead of a traceback
-        from ..errors import ModelFormatError
         raise ModelFormatError(f"{reader.folder}: inconsistent model files ({type(exc).__name__}: {exc})") from None
     return model
 
