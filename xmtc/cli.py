@@ -18,7 +18,7 @@ from typing import Sequence
 
 from . import __version__
 from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config
-from .errors import ConfigError, XmtcError
+from .errors import ConfigError, DataFormatError, XmtcError
 
 log = logging.getLogger("xmtc")
 
@@ -154,7 +154,15 @@ def cmd_train(args: argparse.Namespace) -> int:
                   "resume": args.resume}
     elif args.resume:
         raise ConfigError("--resume applies to transformer methods only")
-    model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+    if len(ds) == 0:
+        raise DataFormatError(_input_name(args.train_file), None, "no documents; nothing to train on")
+    try:
+        model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+    except (ConfigError, DataFormatError) as exc:
+        if str(exc).startswith(_input_name(args.train_file)):
+            raise
+        # what the data cannot give (an empty vocabulary, no labels): say which file it is about
+        raise DataFormatError(_input_name(args.train_file), None, f"cannot train on it: {exc}") from None
     if not getattr(model, "is_main_process_", True):
         return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
@@ -162,6 +170,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
     return 0
+
+
+def _input_name(path: str) -> str:
+    """How errors name an input: its path, or <stdin> for -."""
+    from .data.io import STDIN_NAME, is_stdio
+    return STDIN_NAME if is_stdio(path) else path
 
 
 def _method_config_file(path: str | None, method: str) -> dict:
