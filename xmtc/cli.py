@@ -274,9 +274,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models.storage import ModelReader
 
     m = ModelReader(args.model_dir).manifest
-    print(f"method: {m['method']}  (xmtc {m['xmtc_version']}, format {m['format_version']})")
-    for st in m["stages"]:
-        print(f"  stage {st['name']}: {st['type']}" + (f" -> {st['file']}" if "file" in st else ""))
+    print(f"method: {m['method']}  (xmtc {m.get('xmtc_version')}, format {m['format_version']})")
+    for st in m["stages"]:  # the reader checked that each stage is an object with a name
+        print(f"  stage {st['name']}: {st.get('type')}" + (f" -> {st['file']}" if "file" in st else ""))
     print("params: " + json.dumps(m["params"], sort_keys=True))
     return 0
 
