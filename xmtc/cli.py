@@ -18,7 +18,7 @@ from typing import Sequence
 
 from . import __version__
 from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config
-from .errors import ConfigError, XmtcError
+from .errors import ConfigError, DataFormatError, XmtcError
 
 log = logging.getLogger("xmtc")
 
@@ -68,7 +68,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                        description="Train a model. Parameters shown are those of --method "
                                    f"(now: {method}); see `xmtc train --method NAME --help` for others.")
     p.add_argument("train_file", help="Training data: TSV (labels<TAB>text), JSONL, XC sparse format or .npz;"
-                                      " gzip is read transparently.")
+                                      " gzip is read transparently; - reads stdin.")
     p.add_argument("-o", "--output", required=True, help="Model folder to write (replaced atomically).")
     p.add_argument("--method", default="xr-linear", choices=names, help="Method to train (default: xr-linear).")
     p.add_argument("--config", help="JSON file with parameters (flat object; explicit flags override it).")
@@ -86,9 +86,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     p = sub.add_parser("predict", help="Predict the top-k labels of each input text.")
     p.add_argument("model_dir")
-    p.add_argument("input_file", help="One text per line, or TSV/JSONL (labels ignored), or XC/npz features.")
+    p.add_argument("input_file", help="One text per line, or TSV/JSONL (labels ignored), or XC/npz features;"
+                                      " - reads stdin.")
     p.add_argument("-k", type=int, default=5, help="Labels per input (default: 5).")
-    p.add_argument("-o", "--output", help="Write JSONL here instead of stdout.")
+    p.add_argument("-o", "--output", help="Write JSONL here instead of stdout ('-': stdout).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP)
     _common(p)
@@ -156,8 +157,10 @@ def _setup_logging(args: argparse.Namespace) -> None:
 def cmd_train(args: argparse.Namespace) -> int:
     from .data import read_dataset
     from .models import estimator_class
+    from .models.storage import check_target
 
     cls = estimator_class(args.method)
+    check_target(args.output)  # refuse a bad output before, not after, a long fit
     cfg = config_from_args(cls.config_class, args, _method_config_file(args.config, args.method), args.config)
     t0 = time.perf_counter()
     ds = read_dataset(args.train_file, fmt=args.fmt, label_file=args.label_file)
@@ -170,7 +173,15 @@ def cmd_train(args: argparse.Namespace) -> int:
                   "resume": args.resume}
     elif args.resume:
         raise ConfigError("--resume applies to transformer methods only")
-    model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+    if len(ds) == 0:
+        raise DataFormatError(_input_name(args.train_file), None, "no documents; nothing to train on")
+    try:
+        model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+    except (ConfigError, DataFormatError) as exc:
+        if str(exc).startswith(_input_name(args.train_file)):
+            raise
+        # what the data cannot give (an empty vocabulary, no labels): say which file it is about
+        raise DataFormatError(_input_name(args.train_file), None, f"cannot train on it: {exc}") from None
     if not getattr(model, "is_main_process_", True):
         return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
@@ -178,6 +189,12 @@ def cmd_train(args: argparse.Namespace) -> int:
         shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
     return 0
+
+
+def _input_name(path: str) -> str:
+    """How errors name an input: its path, or <stdin> for -."""
+    from .data.io import STDIN_NAME, is_stdio
+    return STDIN_NAME if is_stdio(path) else path
 
 
 def _method_config_file(path: str | None, method: str) -> dict:
@@ -203,21 +220,18 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 def _write_predictions(model, inputs, args: argparse.Namespace) -> None:
     """One JSON object a line, in input order: {"labels": [...], "scores": [...]}."""
+    from .data.io import atomic_output
     from .models.base import apply_threshold, resolve_threshold
 
     threshold = resolve_threshold(model, getattr(args, "threshold", None))
     idx, scores = apply_threshold(*model.predict_topk(inputs, args.k, progress=not args.quiet), threshold)
     names = model.labels_.names
-    out = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    try:
+    with atomic_output(args.output or "-") as out:  # a file appears whole or not at all; "-" is stdout
         for ri, rs in zip(idx, scores):
             keep = ri >= 0
             out.write(json.dumps({"labels": [names[j] for j in ri[keep]],
                                   "scores": [round(float(s), 6) for s in rs[keep]]}, ensure_ascii=False))
             out.write("\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -291,9 +305,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     from .models.storage import ModelReader
 
     m = ModelReader(args.model_dir).manifest
-    print(f"method: {m['method']}  (xmtc {m['xmtc_version']}, format {m['format_version']})")
-    for st in m["stages"]:
-        print(f"  stage {st['name']}: {st['type']}" + (f" -> {st['file']}" if "file" in st else ""))
+    print(f"method: {m['method']}  (xmtc {m.get('xmtc_version')}, format {m['format_version']})")
+    for st in m["stages"]:  # the reader checked that each stage is an object with a name
+        print(f"  stage {st['name']}: {st.get('type')}" + (f" -> {st['file']}" if "file" in st else ""))
     print("params: " + json.dumps(m["params"], sort_keys=True))
     if args.plot:
         from .models import load
@@ -333,6 +347,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("xmtc: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `xmtc predict ... | head`: the reader left; stop quietly, as Unix tools do
+        _silence_stdout()
+        return 141
+    except Exception as exc:  # a bug: one line for the user, the traceback with --log-level DEBUG
+        log.debug("internal error", exc_info=True)
+        print(f"xmtc: internal error: {type(exc).__name__}: {exc} (a bug; please report it with the output"
+              " of --log-level DEBUG)", file=sys.stderr)
+        return 1
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null so that the interpreter's final flush does not fail again."""
+    import os
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
 
 
 if __name__ == "__main__":  # pragma: no cover

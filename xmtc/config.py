@@ -117,12 +117,23 @@ def config_to_dict(cfg: Any) -> dict[str, Any]:
 def load_json_config(path: str | os.PathLike) -> dict[str, Any]:
     """Read a ``--config`` JSON file: a flat object of parameter names to values."""
     try:
-        with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+        with open(path, "rb") as fh:
+            raw = fh.read()
     except FileNotFoundError:
         raise ConfigError(f"{path}: config file not found") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the config file ({exc.strerror})") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[:exc.start].count(b"\n") + 1
+        raise ConfigError(f"{path}:{line}: not valid UTF-8 ({exc.reason})") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise ConfigError(f"{path}: invalid JSON: nested too deeply") from None
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: a config file must hold one JSON object of parameter: value")
     return data

@@ -24,7 +24,7 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from . import formats
-from .io import guess_format
+from .io import format_from_name, guess_format, open_source
 from .labels import LabelVocab
 
 UNKNOWN_LABELS = ("error", "ignore", "extend")
@@ -86,20 +86,27 @@ def label_matrix(label_lists: Sequence[Sequence[str]], vocab: LabelVocab | None 
 
 
 def read_raw(path: str | os.PathLike, fmt: str | None = None, *, need_labels: bool = True) -> formats.RawDocuments:
-    """Parse a file in any supported format (guessed when ``fmt`` is None)."""
-    fmt = guess_format(path, fmt)
-    if fmt == "tsv":
-        return formats.read_tsv(path)
-    if fmt == "jsonl":
-        return formats.read_jsonl(path, need_labels=need_labels)
-    if fmt == "xc":
-        return formats.read_xc(path)
-    if fmt == "npz":
+    """Parse a file in any supported format (guessed when ``fmt`` is None); ``-`` is standard input.
+
+    The input is opened once: the format is guessed from the lines read ahead, which the reader then
+    consumes, so a pipe is read in full rather than sniffed and reopened.
+    """
+    if (fmt or format_from_name(path)) == "npz":  # a zip is read whole by its own loader
         return formats.read_npz(path, need_labels=need_labels)
-    if need_labels:
-        raise DataFormatError(path, 1, "no labels found: expected TSV 'label1,label2<TAB>text', JSONL,"
-                                       " Extreme Classification format or .npz (use --format to say which)")
-    return formats.read_text_lines(path)
+    with open_source(path) as src:
+        fmt = guess_format(src, fmt)
+        if fmt == "tsv":
+            return formats.read_tsv(src)
+        if fmt == "jsonl":
+            return formats.read_jsonl(src, need_labels=need_labels)
+        if fmt == "xc":
+            return formats.read_xc(src)
+        if fmt == "npz":
+            return formats.read_npz(src, need_labels=need_labels)
+        if need_labels:
+            raise DataFormatError(src, 1, "no labels found: expected TSV 'label1,label2<TAB>text', JSONL,"
+                                          " Extreme Classification format or .npz (use --format to say which)")
+        return formats.read_text_lines(src)
 
 
 def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: LabelVocab | None = None,

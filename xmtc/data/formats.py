@@ -19,6 +19,7 @@ Deliberate choices, the same in every format:
 
 from __future__ import annotations
 
+import io
 import json
 import math
 from dataclasses import dataclass
@@ -28,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import DataFormatError
-from .io import atomic_output, iter_lines
+from .io import Source, atomic_output, is_stream, iter_lines
 
 
 @dataclass
@@ -225,13 +226,23 @@ def sibling_labels_path(path) -> Path:
 
 
 def _load_csr(path) -> sp.csr_matrix:
-    if not Path(path).is_file():
-        raise DataFormatError(path, None, "file not found")
+    """A scipy sparse .npz from a file name or an open :class:`~xmtc.data.io.Source` (read whole: zip
+    needs to seek, which a pipe cannot)."""
+    if isinstance(path, Source):
+        data = path.read_bytes()
+        if not data:
+            raise DataFormatError(path, None, "empty input; expected a scipy sparse .npz file")
+        fileobj = io.BytesIO(data)
+    else:
+        if not Path(path).is_file():
+            raise DataFormatError(path, None, "file not found")
+        fileobj = path
     try:
-        M = sp.load_npz(path)  # numeric arrays only: scipy loads with allow_pickle=False
+        M = sp.load_npz(fileobj)  # numeric arrays only: scipy loads with allow_pickle=False
+        M = sp.csr_matrix(M, dtype=np.float32)
+        M.check_format(full_check=True)  # indices in range, indptr monotone: before anything indexes with them
     except Exception as exc:  # zip/format errors of every kind
         raise DataFormatError(path, None, f"not a scipy sparse .npz file ({exc})") from None
-    M = sp.csr_matrix(M, dtype=np.float32)
     if M.nnz and not np.all(np.isfinite(M.data)):
         raise DataFormatError(path, None, "contains NaN or infinite values")
     M.sum_duplicates()
@@ -240,6 +251,11 @@ def _load_csr(path) -> sp.csr_matrix:
 
 
 def read_npz(path, need_labels: bool = True) -> RawDocuments:
+    if isinstance(path, Source) and not path.stream:
+        path = path.path  # a file: let the loader open it by name
+    if need_labels and is_stream(path):
+        raise DataFormatError(path, None, "npz from a pipe carries no labels (they live in a sibling Y file);"
+                                          " give the X file's path")
     X = _load_csr(path)
     Y = None
     if need_labels:

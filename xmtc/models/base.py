@@ -21,7 +21,7 @@ import scipy.sparse as sp
 from ..config import build_config, config_to_dict
 from ..data.dataset import label_matrix
 from ..data.labels import LabelVocab
-from ..errors import ConfigError, DataFormatError, NotFittedError
+from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 from .storage import ModelReader, ModelWriter
 
 log = logging.getLogger(__name__)
@@ -61,12 +61,23 @@ def load(folder: str | os.PathLike) -> "XMCModel":
     reader = ModelReader(folder)
     method = reader.manifest["method"]
     if method not in _REGISTRY:
-        from ..errors import ModelFormatError
         raise ModelFormatError(f"{reader.folder}: unknown method {method!r} in manifest"
                                f" (this xmtc knows {', '.join(method_names())})")
     cls = _REGISTRY[method]
     model = cls(**cls._params_from_manifest(reader))
-    model._load_state(reader)
+    try:
+        model._load_state(reader)
+    except ModelFormatError as exc:
+        if str(reader.folder) in str(exc):
+            raise
+        # a stage's own check ("hierarchical linear model: ..."): say which folder it is about
+        raise ModelFormatError(f"{reader.folder}: {exc}") from None
+    except XmtcError:
+        raise
+    except (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError) as exc:
+        # the stages check what they use; this net turns anything they missed in a crafted folder
+        # into the one-line error the CLI prints, instead of a traceback
+        raise ModelFormatError(f"{reader.folder}: inconsistent model files ({type(exc).__name__}: {exc})") from None
     return model
 
 
@@ -298,8 +309,8 @@ class XMCModel:
 
     def _load_state(self, reader: ModelReader) -> None:
         from ..errors import ModelFormatError
-        self.labels_ = LabelVocab.from_json(reader.json(reader.stage("labels")["file"]))
-        stats = reader.arrays(reader.stage("label-stats")["file"])
+        self.labels_ = LabelVocab.from_json(reader.json(reader.stage_value("labels", "file")))
+        stats = reader.arrays(reader.stage_value("label-stats", "file"))
         try:
             self.label_counts_ = stats["counts"]
             n_train = stats["n_train"]
@@ -308,7 +319,8 @@ class XMCModel:
         if n_train.shape != (1,) or n_train.dtype.kind not in "iu" or n_train[0] < 1:
             raise ModelFormatError(f"{reader.folder}: label statistics: 'n_train' must be one positive integer")
         self.n_train_ = int(n_train[0])
-        if self.label_counts_.shape != (len(self.labels_),):
+        if self.label_counts_.shape != (len(self.labels_),) or self.label_counts_.dtype.kind not in "iuf" \
+                or not np.all(np.isfinite(self.label_counts_)) or np.any(self.label_counts_ < 0):
             raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(self.labels_)} labels")
         self._load_stages(reader)
         self.calibration_ = None

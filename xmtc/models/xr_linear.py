@@ -210,12 +210,15 @@ class XRLinear(XMCModel):
             from ..features.tfidf import TfidfFeaturizer
 
             st = reader.stage("featurizer")
-            self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
-        self.n_features_ = int(reader.stage("features")["n_features"])
+            self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}),
+                                                           reader.arrays(reader.stage_value("featurizer", "file")))
+        self.n_features_ = reader.stage_value("features", "n_features", int)
+        if self.n_features_ < 1 or (self.featurizer_ is not None and self.featurizer_.n_features_ != self.n_features_):
+            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features,"
+                                   " which the featurizer does not produce")
         self.models_ = []
         for t in range(self.n_trees):
-            st = reader.stage(f"tree-{t}")
-            model = HierarchicalLinearModel.from_arrays(reader.arrays(st["file"]))
+            model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file")))
             if model.n_labels != len(self.labels_) or model.n_features != self.n_features_:
                 raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
                                        f" {model.n_features} features; the model has {len(self.labels_)}"
