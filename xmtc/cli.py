@@ -76,6 +76,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                             " level (default: OUTPUT.checkpoint).")
     p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
                                                          " from the last finished level in the checkpoint.")
+    p.add_argument("--ray", metavar="auto|local:N", help="xr-linear: train the label tree's subtrees as Ray tasks"
+                   " on the cluster at RAY_ADDRESS (auto) or a local Ray with N workers; same model as without.")
     _common(p)
     try:
         add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")
@@ -88,6 +90,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5, help="Labels per input (default: 5).")
     p.add_argument("-o", "--output", help="Write JSONL here instead of stdout.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    p.add_argument("--ray", metavar="auto|local:N", help="Predict chunks of the input as Ray tasks (the model"
+                   " folder must be readable by every node).")
     _common(p)
 
     p = sub.add_parser("evaluate", help="Evaluate a model on labelled data.")
@@ -151,11 +155,14 @@ def cmd_train(args: argparse.Namespace) -> int:
                   "resume": args.resume}
     elif args.resume:
         raise ConfigError("--resume applies to transformer methods only")
+    if getattr(args, "ray", None):
+        from .distributed.cli import train_hook
+        fit_kw.update(train_hook(args))
     model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
     if not getattr(model, "is_main_process_", True):
         return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
-    if fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
+    if "checkpoint_dir" in fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
         shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
     return 0
@@ -177,6 +184,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .models import load
 
     model = load(args.model_dir)
+    if getattr(args, "ray", None):
+        from .distributed.cli import predict_hook
+        model = predict_hook(model, args)
     inputs = read_inputs(args.input_file, args.fmt)
     _write_predictions(model, inputs, args)
     return 0

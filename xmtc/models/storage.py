@@ -57,6 +57,56 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
         raise ModelFormatError(f"{path}: cannot read arrays ({exc})") from None
 
 
+# safetensors dtype names -> numpy (little-endian, as the format prescribes)
+_ST_DTYPES = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "U16": "<u2", "I16": "<i2", "F16": "<f2", "U32": "<u4",
+              "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8"}
+
+
+def _mmap_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a safetensors file as read-only views of one memory map of the file.
+
+    Why: a model's weights then cost page cache, not private memory: pages are read when a
+    prediction touches them and the kernel may drop them again under pressure, so a model larger
+    than RAM still predicts, and processes serving the same model share one copy. The layout is
+    safetensors' own (8-byte little-endian header length, JSON header of dtype / shape /
+    data_offsets, then the data), parsed and bounds-checked here because ``safe_open`` hands out
+    copies. Bytes are the same as :func:`_read_arrays` returns; only the memory behind them differs.
+    """
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if len(head) < 8:
+            raise ModelFormatError(f"{path}: cannot read arrays (file shorter than the 8-byte header length)")
+        n = int.from_bytes(head, "little")
+        if n > size - 8 or n > 100 << 20:
+            raise ModelFormatError(f"{path}: cannot read arrays (header length {n} exceeds the file)")
+        try:
+            header = json.loads(fh.read(n).decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise ModelFormatError(f"{path}: cannot read arrays (corrupt header: {exc})") from None
+    if not isinstance(header, dict):
+        raise ModelFormatError(f"{path}: cannot read arrays (header is not a JSON object)")
+    base = 8 + n
+    data = np.memmap(path, dtype=np.uint8, mode="r") if size > base else np.zeros(0, dtype=np.uint8)
+    out: dict[str, np.ndarray] = {}
+    for key, info in header.items():
+        if key == "__metadata__":
+            continue
+        try:
+            dtype = np.dtype(_ST_DTYPES[info["dtype"]])
+            shape = tuple(int(x) for x in info["shape"])
+            start, end = (int(x) for x in info["data_offsets"])
+        except (KeyError, TypeError, ValueError):
+            raise ModelFormatError(f"{path}: cannot read arrays (bad header entry for {key!r})") from None
+        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        if min(shape, default=0) < 0 or start < 0 or end < start or base + end > size \
+                or end - start != count * dtype.itemsize:
+            raise ModelFormatError(f"{path}: cannot read arrays ({key!r}: offsets {start}..{end} do not hold"
+                                   f" {info.get('dtype')} {list(shape)} inside the file)")
+        out[key] = data[base + start:base + end].view(dtype).reshape(shape)
+    return out
+
+
 class ModelWriter:
     """Collects a model's files in a temporary folder; ``commit`` moves it into place atomically."""
 
@@ -128,8 +178,9 @@ class ModelWriter:
 class ModelReader:
     """Opens a model folder, checks format, version and checksums, and hands out its files."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, *, mmap: bool = True):
         self.folder = Path(folder)
+        self.mmap = bool(mmap)  # default for stages that can use memory-mapped arrays (see arrays())
         if not self.folder.exists():
             raise ModelFormatError(f"{self.folder}: model folder not found")
         if not self.folder.is_dir():
@@ -168,8 +219,12 @@ class ModelReader:
             self._verified.add(fname)
         return path
 
-    def arrays(self, fname: str) -> dict[str, np.ndarray]:
-        return _read_arrays(self._file(fname))
+    def arrays(self, fname: str, *, mmap: bool = False) -> dict[str, np.ndarray]:
+        """The arrays of a listed safetensors file (checksum verified first). With ``mmap=True`` (a
+        stage that can work from read-only arrays asks for it) and the reader's ``mmap`` on, they are
+        read-only views of a memory map of the file (see :func:`_mmap_arrays`); otherwise copies."""
+        path = self._file(fname)
+        return _mmap_arrays(path) if (mmap and self.mmap) else _read_arrays(path)
 
     def subfolder(self, name: str) -> Path:
         """A stage's sub-folder, after checking every file the manifest lists in it."""

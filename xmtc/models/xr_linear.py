@@ -100,11 +100,14 @@ class XRLinear(XMCModel):
         super().__init__(**params)
 
     # -- training -----------------------------------------------------------------------------
-    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "XRLinear":
+    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, linear_fit=None) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
         the :class:`~xmtc.data.labels.LabelVocab` (names in column order, optional label texts).
+        ``linear_fit(X, Y, tree, **settings)`` replaces :meth:`HierarchicalLinearModel.fit` for the
+        matcher and rankers, e.g. :func:`xmtc.distributed.ray_backend.linear_fit` (same model, trained
+        as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`.
         """
         cfg = self.config
         t0 = time.perf_counter()
@@ -130,7 +133,7 @@ class XRLinear(XMCModel):
                 label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
                 max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
             t2 = time.perf_counter()
-            model = HierarchicalLinearModel().fit(
+            model = (linear_fit or _plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)
@@ -185,7 +188,7 @@ class XRLinear(XMCModel):
         stages.append({"name": "features", "type": "dimension", "n_features": self.n_features_})
         for t, model in enumerate(self.models_):
             stages.append({"name": f"tree-{t}", "type": "hierarchical-linear",
-                           "file": writer.arrays(f"tree-{t}", model.to_arrays())})
+                           "file": writer.arrays(f"tree-{t}", model.to_arrays(layout="beam"))})
         return stages
 
     def _load_stages(self, reader: ModelReader) -> None:
@@ -200,12 +203,18 @@ class XRLinear(XMCModel):
         self.models_ = []
         for t in range(self.n_trees):
             st = reader.stage(f"tree-{t}")
-            model = HierarchicalLinearModel.from_arrays(reader.arrays(st["file"]))
+            # memory-mapped: the beam layout (format 2) is used in place, so a model larger than RAM
+            # predicts and processes serving one model share its pages; format 1 files are rebuilt
+            model = HierarchicalLinearModel.from_arrays(reader.arrays(st["file"], mmap=True))
             if model.n_labels != len(self.labels_) or model.n_features != self.n_features_:
                 raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
                                        f" {model.n_features} features; the model has {len(self.labels_)}"
                                        f" labels and {self.n_features_} features")
             self.models_.append(model)
+
+
+def _plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
+    return HierarchicalLinearModel().fit(X, Y, tree, **settings)
 
 
 def _check_texts(X: Any) -> list[str]:
