@@ -71,10 +71,12 @@ def cut(chain: Sequence[sp.csr_matrix], depth: int) -> list[Subtree]:
     for t in range(depth, len(chain)):
         root_of = root_of[parents[t]]
         owners.append(root_of)
-    out = []
-    for r in range(n_roots):
-        out.append(Subtree(root=r, depth=depth, nodes=[np.flatnonzero(o == r) for o in owners]))
-    return out
+    # each level's nodes grouped by root (stable: ascending ids within a root), then split by counts
+    split = []
+    for o in owners:
+        order = np.argsort(o, kind="stable")
+        split.append(np.split(order, np.cumsum(np.bincount(o, minlength=n_roots))[:-1]))
+    return [Subtree(root=r, depth=depth, nodes=[s[r] for s in split]) for r in range(n_roots)]
 
 
 def choose_depth(chain: Sequence[sp.csr_matrix], workers: int) -> int:

@@ -125,21 +125,28 @@ class XRLinear(XMCModel):
         # a label set that fits in one leaf gets the flat tree, which needs no label embeddings
         flat = tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
         label_emb = None if flat else pifa(X_feat, Y)
-        self.models_ = []
+        # every tree first, then the label embeddings go: they are as large as the weights of the
+        # last level (PIFA has a row per label) and no linear model needs them
+        trees = []
         for t in range(cfg.n_trees):
-            if not flat:
-                from ..index.kmeans import build_label_tree
-            tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]) if flat else build_label_tree(
-                label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
-                max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+            if flat:
+                trees.append(LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]))
+                continue
+            from ..index.kmeans import build_label_tree
+
+            trees.append(build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                          seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads))
+        del label_emb
+        log.info("label trees %s built in %.1fs", [tr.level_sizes for tr in trees], time.perf_counter() - t1)
+        self.models_ = []
+        for t, tree in enumerate(trees):
             t2 = time.perf_counter()
             model = (linear_fit or _plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)
-            log.info("tree %d/%d: levels %s, index %.1fs, linear models %.1fs", t + 1, cfg.n_trees,
-                     tree.level_sizes, t2 - t1, time.perf_counter() - t2)
-            t1 = time.perf_counter()
+            log.info("tree %d/%d: levels %s, linear models %.1fs", t + 1, cfg.n_trees, tree.level_sizes,
+                     time.perf_counter() - t2)
             self.models_.append(model)
         log.info("trained XR-Linear on %d documents, %d features, %d labels in %.1fs", X_feat.shape[0],
                  X_feat.shape[1], Y.shape[1], time.perf_counter() - t0)
