@@ -58,7 +58,33 @@ def _latency(predict_one, X, n: int, seed: int) -> dict:
             "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max())}
 
 
+class _MemoryFilter:
+    """Adds the process's current and peak RSS to every log record: the memory profile per phase."""
+
+    def filter(self, record) -> bool:
+        rss = hwm = 0
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    rss = int(line.split()[1]) // 1024
+                elif line.startswith("VmHWM:"):
+                    hwm = int(line.split()[1]) // 1024
+        record.mem = f"rss {rss} MB, peak {hwm} MB"
+        return True
+
+
+def _log_with_memory() -> None:
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(_MemoryFilter())
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(mem)s] %(name)s: %(message)s", "%H:%M:%S"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+
+
 def child_xmtc(d, args, scratch: Path) -> tuple:
+    import logging
+
     import xmtc
     from xmtc import XRLinear, load
     from _runners import peak_rss_mb
@@ -72,16 +98,21 @@ def child_xmtc(d, args, scratch: Path) -> tuple:
     rss_train = peak_rss_mb()
     path = scratch / "xmtc_model"
     t0 = time.perf_counter()
+    log = logging.getLogger("scale")
     model.save(path)
     save_s = time.perf_counter() - t0
+    log.info("saved in %.1fs", save_s)
     del model
     t0 = time.perf_counter()
     model = load(path)  # memory-mapped weights (the default load path)
     load_s = time.perf_counter() - t0
+    log.info("loaded (memory-mapped) in %.1fs", load_s)
     t0 = time.perf_counter()
     idx, sc = model.predict_topk(d["X_test"], k=args.k)
     predict_s = time.perf_counter() - t0
+    log.info("predicted %d test rows in %.1fs", d["X_test"].shape[0], predict_s)
     lat = _latency(lambda r: model.predict_topk(r, k=args.k), d["X_test"], args.latency_n, args.seed)
+    log.info("single-row latency: p50 %.3f ms, p99 %.3f ms", lat["p50_ms"], lat["p99_ms"])
     info = {"version": xmtc.__version__, "params": model.get_params(), "train_s": train_s, "save_s": save_s,
             "load_s": load_s, "predict_s": predict_s, "model_mb": _folder_mb(path),
             "peak_rss_train_mb": rss_train, **lat}
@@ -141,6 +172,8 @@ def child_main(argv) -> int:
     args = ap.parse_args(argv)
     scratch = Path(args.scratch)
     scratch.mkdir(parents=True, exist_ok=True)
+    if args.library == "xmtc":
+        _log_with_memory()
     t0 = time.perf_counter()
     d = _load(Path(args.work), ("X_train", "Y_train", "X_test"))
     load_data_s = time.perf_counter() - t0
