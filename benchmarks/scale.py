@@ -73,6 +73,16 @@ class _MemoryFilter:
         return True
 
 
+def _status_mb(*keys: str) -> dict:
+    out = {}
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            key = line.split(":")[0]
+            if key in keys:
+                out[key] = int(line.split()[1]) / 1024
+    return out
+
+
 def _log_with_memory() -> None:
     import logging
 
@@ -103,6 +113,10 @@ def child_xmtc(d, args, scratch: Path) -> tuple:
     save_s = time.perf_counter() - t0
     log.info("saved in %.1fs", save_s)
     del model
+    import gc
+
+    gc.collect()
+    before = _status_mb("RssAnon", "RssFile")
     t0 = time.perf_counter()
     model = load(path)  # memory-mapped weights (the default load path)
     load_s = time.perf_counter() - t0
@@ -113,6 +127,12 @@ def child_xmtc(d, args, scratch: Path) -> tuple:
     log.info("predicted %d test rows in %.1fs", d["X_test"].shape[0], predict_s)
     lat = _latency(lambda r: model.predict_topk(r, k=args.k), d["X_test"], args.latency_n, args.seed)
     log.info("single-row latency: p50 %.3f ms, p99 %.3f ms", lat["p50_ms"], lat["p99_ms"])
+    after = _status_mb("RssAnon", "RssFile")
+    # private (anonymous) memory the loaded model added, against file pages mapped from the model folder
+    lat["loaded_model_anon_mb"] = after["RssAnon"] - before["RssAnon"]
+    lat["loaded_model_file_mb"] = after["RssFile"] - before["RssFile"]
+    log.info("loaded model + predictions: +%.0f MB private, +%.0f MB file-backed (page cache)",
+             lat["loaded_model_anon_mb"], lat["loaded_model_file_mb"])
     info = {"version": xmtc.__version__, "params": model.get_params(), "train_s": train_s, "save_s": save_s,
             "load_s": load_s, "predict_s": predict_s, "model_mb": _folder_mb(path),
             "peak_rss_train_mb": rss_train, **lat}
