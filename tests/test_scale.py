@@ -215,3 +215,22 @@ def test_synthetic_corpus_is_seeded_and_power_law():
     assert counts[0] > 20 * max(counts[99], 1)
     norms = np.sqrt(np.asarray(X1.multiply(X1).sum(axis=1)).ravel())
     assert np.allclose(norms, 1.0, atol=1e-5)
+
+
+def test_pifa_does_not_copy_x():
+    """The old PIFA normalised a copy of X: its peak allocation was at least X's size. Now it scales Y."""
+    import tracemalloc
+
+    rng = np.random.default_rng(0)
+    n, d, L = 100_000, 50_000, 40
+    X = sp.csr_matrix((rng.random(20 * n, dtype=np.float32) + 0.1,
+                       (np.repeat(np.arange(n), 20), rng.integers(0, d, 20 * n))), shape=(n, d))
+    X.sum_duplicates()
+    Y = sp.csr_matrix((np.ones(n, dtype=np.float32), (np.arange(n), rng.integers(0, L, n))), shape=(n, L))
+    x_bytes = X.data.nbytes + X.indices.nbytes
+    tracemalloc.start()
+    emb = pifa(X, Y)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    out_bytes = emb.data.nbytes + emb.indices.nbytes
+    assert peak < 0.5 * x_bytes + 3 * out_bytes, (peak, x_bytes, out_bytes)
