@@ -229,9 +229,13 @@ def _predict_task(model_dir: str, inputs, k: int):
     """Top-k of one chunk (runs in a Ray worker; the model is loaded once per worker process)."""
     from ..models import load
 
-    model = _MODELS.get(model_dir)
+    # keyed by the manifest's identity too: a model saved again at the same path is a new model
+    st = os.stat(Path(model_dir) / "manifest.json")
+    key = f"{model_dir}\0{st.st_ino}\0{st.st_mtime_ns}"
+    model = _MODELS.get(key)
     if model is None:
-        model = _MODELS[model_dir] = load(model_dir)
+        _MODELS.clear()
+        model = _MODELS[key] = load(model_dir)
     return model.predict_topk(inputs, k)
 
 
