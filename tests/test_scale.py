@@ -82,6 +82,16 @@ def test_mmap_arrays_equal_safetensors_reader(tmp_path):
     (lambda b: (10**9).to_bytes(8, "little") + b[8:], "exceeds the file"),
     (lambda b: b[:-8], "inside the file"),
 ])
+def test_mmap_arrays_refuse_a_shape_that_would_wrap_around(tmp_path):
+    import json as _json
+
+    path = tmp_path / "a.safetensors"
+    header = _json.dumps({"x": {"dtype": "I64", "shape": [2**62, 4], "data_offsets": [0, 0]}}).encode()
+    path.write_bytes(len(header).to_bytes(8, "little") + header)
+    with pytest.raises(ModelFormatError, match="inside the file"):
+        _mmap_arrays(path)
+
+
 def test_mmap_arrays_refuse_damaged_files(tmp_path, damage, message):
     path = tmp_path / "a.safetensors"
     _write_arrays(path, {"x": np.arange(10, dtype=np.int64)})

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import shutil
 import tempfile
@@ -98,7 +99,7 @@ def _mmap_arrays(path: Path) -> dict[str, np.ndarray]:
             start, end = (int(x) for x in info["data_offsets"])
         except (KeyError, TypeError, ValueError):
             raise ModelFormatError(f"{path}: cannot read arrays (bad header entry for {key!r})") from None
-        count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+        count = math.prod(shape)  # Python ints: a crafted shape cannot wrap around
         if min(shape, default=0) < 0 or start < 0 or end < start or base + end > size \
                 or end - start != count * dtype.itemsize:
             raise ModelFormatError(f"{path}: cannot read arrays ({key!r}: offsets {start}..{end} do not hold"
