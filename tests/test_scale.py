@@ -77,11 +77,6 @@ def test_mmap_arrays_equal_safetensors_reader(tmp_path):
         assert not got[key].flags.writeable
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda b: b[:4], "shorter than"),
-    (lambda b: (10**9).to_bytes(8, "little") + b[8:], "exceeds the file"),
-    (lambda b: b[:-8], "inside the file"),
-])
 def test_mmap_arrays_refuse_a_shape_that_would_wrap_around(tmp_path):
     import json as _json
 
@@ -92,6 +87,11 @@ def test_mmap_arrays_refuse_a_shape_that_would_wrap_around(tmp_path):
         _mmap_arrays(path)
 
 
+@pytest.mark.parametrize("damage, message", [
+    (lambda b: b[:4], "shorter than"),
+    (lambda b: (10**9).to_bytes(8, "little") + b[8:], "exceeds the file"),
+    (lambda b: b[:-8], "inside the file"),
+])
 def test_mmap_arrays_refuse_damaged_files(tmp_path, damage, message):
     path = tmp_path / "a.safetensors"
     _write_arrays(path, {"x": np.arange(10, dtype=np.int64)})
