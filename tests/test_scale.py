@@ -193,6 +193,18 @@ def test_subtrees_give_the_whole_tree_fit_exactly(data, depth):
         assert whole[key].dtype == parts[key].dtype and np.array_equal(whole[key], parts[key]), key
 
 
+def test_a_subtree_without_documents_trains_as_in_the_whole_tree(data):
+    X, Y, tree = data
+    empty = cut(tree.chain, 2)[3].nodes[-1]
+    Y = Y.tolil()
+    Y[:, empty] = 0
+    Y = Y.tocsr()
+    Y.eliminate_zeros()
+    whole = HierarchicalLinearModel().fit(X, Y, tree, negatives="tfn").to_arrays(layout="beam")
+    parts = fit_by_subtrees(X, Y, tree, depth=2).to_arrays(layout="beam")
+    assert all(np.array_equal(whole[k], parts[k]) for k in whole)
+
+
 def test_subtrees_refuse_matcher_aware_negatives(data):
     X, Y, tree = data
     with pytest.raises(ConfigError, match="negatives='tfn'"):
