@@ -177,7 +177,7 @@ def corruptions():
         "feature count": (set_("W1.shape", lambda s: s + np.array([1, 0])), "rows, level 0 has"),
         "text dtype": (set_("bias", lambda b: np.array(["x"])), "numeric"),
         "float indices": (set_("W0.indices", lambda i: i.astype(np.float32)), "integers"),
-        "format": (set_("format", lambda f: f + 1), "unsupported format"),
+        "format": (set_("format", lambda f: f + 10), "unsupported format"),
         "levels": (set_("n_levels", lambda n: n + 1), "missing array 'W3.data'"),
     }
 

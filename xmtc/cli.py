@@ -78,6 +78,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                             " level (default: OUTPUT.checkpoint).")
     p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
                                                          " from the last finished level in the checkpoint.")
+    p.add_argument("--ray", metavar="auto|local:N", help="xr-linear: train the label tree's subtrees as Ray tasks"
+                   " on the cluster at RAY_ADDRESS (auto) or a local Ray with N workers; same model as without.")
     _common(p)
     try:
         add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")
@@ -92,6 +94,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="Write JSONL here instead of stdout ('-': stdout).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP)
+    p.add_argument("--ray", metavar="auto|local:N", help="Predict chunks of the input as Ray tasks (the model"
+                   " folder must be readable by every node).")
     _common(p)
 
     p = sub.add_parser("evaluate", help="Evaluate a model on labelled data.")
@@ -175,6 +179,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise ConfigError("--resume applies to transformer methods only")
     if len(ds) == 0:
         raise DataFormatError(_input_name(args.train_file), None, "no documents; nothing to train on")
+    if getattr(args, "ray", None):
+        from .distributed.cli import train_hook
+        fit_kw.update(train_hook(args))
     try:
         model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
     except (ConfigError, DataFormatError) as exc:
@@ -185,7 +192,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if not getattr(model, "is_main_process_", True):
         return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
-    if fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
+    if "checkpoint_dir" in fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
         shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
     return 0
@@ -213,6 +220,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     from .models import load
 
     model = load(args.model_dir)
+    if getattr(args, "ray", None):
+        from .distributed.cli import predict_hook
+        model = predict_hook(model, args)
     inputs = read_inputs(args.input_file, args.fmt)
     _write_predictions(model, inputs, args)
     return 0

@@ -48,6 +48,19 @@ def normalize_rows(M, *, copy: bool = True):
     return A
 
 
+def _inverse_row_norms(M) -> np.ndarray:
+    """float32 ``1 / ||row||`` (0 for empty rows) of a canonical csr float32, as :func:`normalize_rows` scales."""
+    sq = np.square(M.data, dtype=np.float64)
+    counts = np.diff(M.indptr)
+    norms = np.zeros(M.shape[0], dtype=np.float64)
+    nonempty = counts > 0
+    norms[nonempty] = np.add.reduceat(sq, M.indptr[:-1][nonempty]) if sq.size else 0.0
+    scale = np.zeros_like(norms)
+    pos = norms > 0
+    scale[pos] = 1.0 / np.sqrt(norms[pos])
+    return scale.astype(np.float32)
+
+
 def pifa(X, Y) -> sp.csr_matrix:
     """PIFA label embeddings, csr ``(L, d)`` float32: ``normalize(binarize(Y)^T normalize(X))``.
 
@@ -57,9 +70,19 @@ def pifa(X, Y) -> sp.csr_matrix:
     """
     if X.shape[0] != Y.shape[0]:
         raise ConfigError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}; they must describe the same documents")
-    Xn = normalize_rows(sp.csr_matrix(X) if not sp.issparse(X) else X)
-    Yb = (sp.csr_matrix(Y) != 0).astype(np.float32)
-    emb = sp.csr_matrix(Yb.T.tocsr() @ Xn, dtype=np.float32)
+    # normalize(X) is diag(s) X with s_i = 1 / ||x_i||: the scale goes on Y's few entries instead of a
+    # copy of X (the largest matrix in training), and the products are the same float32 numbers
+    # s_i * x_ik in the same order, so the result is bit-identical to scaling X first.
+    X = sp.csr_matrix(X, dtype=np.float32)  # no copy for csr float32 input
+    if not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    scale = _inverse_row_norms(X)
+    Yb = sp.csr_matrix(Y, copy=True)
+    Yb.sum_duplicates()
+    Yb.eliminate_zeros()
+    Yb = sp.csr_matrix((np.repeat(scale, np.diff(Yb.indptr)), Yb.indices, Yb.indptr), shape=Yb.shape)
+    emb = sp.csr_matrix(Yb.T.tocsr() @ X, dtype=np.float32)
     emb.eliminate_zeros()
     emb.sort_indices()
     return normalize_rows(emb, copy=False)

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError, ModelFormatError, NotFittedError
 from .beam import BeamLevel, beam_search, beam_step, post_processor_code, prepare_features, root_beam
+from .beam_arrays import FORMAT_BEAM, level_arrays, levels_from_arrays
 from .negatives import active_mask, check_negatives, level_targets
 
 log = logging.getLogger(__name__)
@@ -165,13 +166,28 @@ class HierarchicalLinearModel:
         return beam_search(X, levels, k, beam_size=beam_size, post_processor=post_processor, n_threads=n_threads)
 
     # -- persistence --------------------------------------------------------------------------
-    def to_arrays(self) -> dict[str, np.ndarray]:
-        """Plain numeric arrays: per level ``W{t}.{data,indices,indptr,shape}`` (csc) and ``C{t}.parent``,
-        plus ``bias`` and ``format``. No pickles, no strings."""
+    def to_arrays(self, layout: str = "csc") -> dict[str, np.ndarray]:
+        """Plain numeric arrays, no pickles, no strings; ``layout`` picks one of two forms.
+
+        * ``"csc"`` (format 1, PECOS's layout): per level ``W{t}.{data,indices,indptr,shape}`` and
+          ``C{t}.parent``. Loading rebuilds the beam layout, which costs time and memory of the size
+          of the weights.
+        * ``"beam"`` (format 2): the :class:`~xmtc.linear.beam.BeamLevel` arrays themselves, per level
+          ``L{t}.{child_ptr,child_ids,feat,seg,ent,bias_w}`` plus ``L{t}.n_features``; ``ent`` holds the
+          (child offset, weight) pairs as int32 pairs whose second member is the float32 weight's bit
+          pattern. Loaded memory-mapped, prediction reads them in place: loading is a checksum and a
+          bounds check, and a model larger than RAM still predicts. Same weights, same predictions.
+        """
         levels = self._check_fitted()
-        out = {"format": np.array([FORMAT], dtype=np.int64), "bias": np.array([self.bias], dtype=np.float32),
+        if layout not in ("csc", "beam"):
+            raise ConfigError(f"unknown layout {layout!r}; choose csc or beam")
+        out = {"format": np.array([FORMAT if layout == "csc" else FORMAT_BEAM], dtype=np.int64),
+               "bias": np.array([self.bias], dtype=np.float32),
                "n_levels": np.array([len(levels)], dtype=np.int64)}
         for t, lv in enumerate(levels):
+            if layout == "beam":
+                out.update({f"L{t}.{k}": v for k, v in level_arrays(lv).items()})
+                continue
             W = lv.to_weights()
             out[f"W{t}.data"] = W.data
             out[f"W{t}.indices"] = W.indices.astype(np.int32, copy=False)
@@ -195,12 +211,17 @@ class HierarchicalLinearModel:
             return a.astype(dtype, copy=False)
 
         fmt = get("format", np.dtype(np.int64), 1)
-        if fmt.shape != (1,) or fmt[0] != FORMAT:
-            raise ModelFormatError(f"hierarchical linear model: unsupported format {fmt.tolist()} (expected {FORMAT})")
+        if fmt.shape != (1,) or fmt[0] not in (FORMAT, FORMAT_BEAM):
+            raise ModelFormatError(f"hierarchical linear model: unsupported format {fmt.tolist()} (expected"
+                                   f" {FORMAT} or {FORMAT_BEAM})")
         n_levels = get("n_levels", np.dtype(np.int64), 1)
         bias = get("bias", np.dtype(np.float32), 1)
         if n_levels.shape != (1,) or n_levels[0] < 1 or bias.shape != (1,) or not np.isfinite(bias[0]):
             raise ModelFormatError("hierarchical linear model: 'n_levels' and 'bias' must be one valid number each")
+        if fmt[0] == FORMAT_BEAM:
+            model = cls()
+            model.levels_ = levels_from_arrays(arrays, int(n_levels[0]), float(bias[0]))
+            return model
         levels = []
         n_parents = 1
         n_rows = None

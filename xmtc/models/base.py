@@ -56,9 +56,14 @@ def estimator_class(method: str) -> type["XMCModel"]:
         raise ConfigError(f"unknown method {method!r}; available: {', '.join(method_names())}") from None
 
 
-def load(folder: str | os.PathLike) -> "XMCModel":
-    """Load any saved xmtc model; the manifest says which estimator class rebuilds it."""
-    reader = ModelReader(folder)
+def load(folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
+    """Load any saved xmtc model; the manifest says which estimator class rebuilds it.
+
+    ``mmap=True``: stages that can (XR-Linear's weights) predict from a read-only memory map of their
+    file instead of a private copy; ``False`` reads everything into memory (e.g. before the folder
+    is deleted or rewritten in place on a file system without POSIX unlink semantics).
+    """
+    reader = ModelReader(folder, mmap=mmap)
     method = reader.manifest["method"]
     if method not in _REGISTRY:
         raise ModelFormatError(f"{reader.folder}: unknown method {method!r} in manifest"
@@ -292,8 +297,8 @@ class XMCModel:
         return str(path)
 
     @classmethod
-    def load(cls, folder: str | os.PathLike) -> "XMCModel":
-        model = load(folder)
+    def load(cls, folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
+        model = load(folder, mmap=mmap)
         if not isinstance(model, cls):
             raise ConfigError(f"{folder}: holds a {type(model).__name__} model, not {cls.__name__}")
         return model

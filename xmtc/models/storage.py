@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import shutil
@@ -70,15 +71,16 @@ def _read_arrays(path: Path) -> dict[str, np.ndarray]:
         raise ModelFormatError(f"{path}: cannot read arrays ({exc})") from None
 
 
-# safetensors dtype names and their sizes in bytes (the numeric ones numpy can hold)
-_ST_DTYPES = {"BOOL": 1, "U8": 1, "I8": 1, "U16": 2, "I16": 2, "F16": 2, "BF16": 2, "U32": 4, "I32": 4,
-              "F32": 4, "U64": 8, "I64": 8, "F64": 8}
+# safetensors dtype names -> numpy dtypes (little-endian, as the format prescribes)
+_ST_DTYPES = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "U16": "<u2", "I16": "<i2", "F16": "<f2", "BF16": "<u2",
+              "U32": "<u4", "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8"}
 _MAX_HEADER = 100 << 20
 
 
-def array_layout(path: Path) -> dict[str, list]:
-    """``{key: [dtype, shape]}`` from a safetensors file's header, after checking that the header is
-    well formed and that every array's bytes lie inside the file, back to back, without gaps."""
+def _header(path: Path) -> tuple[int, dict[str, tuple[str, list, int, int]]]:
+    """``(data start, {key: (dtype, shape, begin, end)})`` from a safetensors file's header, after
+    checking that the header is well formed and that every array's bytes lie inside the file, back to
+    back, without gaps (offsets are relative to the data start)."""
     size = path.stat().st_size
     with open(path, "rb") as fh:
         head = fh.read(8)
@@ -94,7 +96,7 @@ def array_layout(path: Path) -> dict[str, list]:
         raise ModelFormatError(f"{path}: corrupt safetensors header ({exc})") from None
     if not isinstance(header, dict):
         raise ModelFormatError(f"{path}: corrupt safetensors header (not an object)")
-    layout, spans = {}, []
+    entries, spans = {}, []
     for key, info in header.items():
         if key == "__metadata__":
             continue
@@ -104,11 +106,11 @@ def array_layout(path: Path) -> dict[str, list]:
         if not ok:
             raise ModelFormatError(f"{path}: array {key!r} has a malformed header entry")
         begin, end = info["data_offsets"]
-        nbytes = _ST_DTYPES[info["dtype"]] * int(np.prod(info["shape"], dtype=object))
+        nbytes = np.dtype(_ST_DTYPES[info["dtype"]]).itemsize * math.prod(info["shape"])  # Python ints: no wrap
         if end - begin != nbytes:
             raise ModelFormatError(f"{path}: array {key!r} declares shape {info['shape']} of {info['dtype']}"
                                    f" ({nbytes} bytes) but spans {end - begin} bytes")
-        layout[key] = [info["dtype"], info["shape"]]
+        entries[key] = (info["dtype"], info["shape"], begin, end)
         spans.append((begin, end))
     spans.sort()
     pos = 0
@@ -119,8 +121,28 @@ def array_layout(path: Path) -> dict[str, list]:
     if pos != size - 8 - n:
         raise ModelFormatError(f"{path}: arrays hold {pos} bytes but the file has {size - 8 - n} after the header"
                                " (truncated or padded)")
-    return layout
+    return 8 + n, entries
 
+
+def array_layout(path: Path) -> dict[str, list]:
+    """``{key: [dtype, shape]}`` from a safetensors file's checked header (see :func:`_header`)."""
+    return {key: [dtype, shape] for key, (dtype, shape, _, _) in _header(path)[1].items()}
+
+
+def _mmap_arrays(path: Path) -> dict[str, np.ndarray]:
+    """The arrays of a safetensors file as read-only views of one memory map of the file.
+
+    Why: a model's weights then cost page cache, not private memory: pages are read when a
+    prediction touches them and the kernel may drop them again under pressure, so a model larger
+    than RAM still predicts, and processes serving the same model share one copy. The layout is
+    safetensors' own (8-byte little-endian header length, JSON header of dtype / shape /
+    data_offsets, then the data), checked by :func:`_header`, because ``safe_open`` hands out
+    copies. Bytes are the same as :func:`_read_arrays` returns; only the memory behind them differs.
+    """
+    base, entries = _header(path)
+    data = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size > base else np.zeros(0, np.uint8)
+    return {key: data[base + begin:base + end].view(np.dtype(_ST_DTYPES[dtype])).reshape(shape)
+            for key, (dtype, shape, begin, end) in entries.items()}
 
 def _is_count(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
@@ -264,13 +286,14 @@ class ModelWriter:
 class ModelReader:
     """Opens a model folder, checks format, version, file names and checksums, and hands out its files."""
 
-    def __init__(self, folder: str | os.PathLike):
+    def __init__(self, folder: str | os.PathLike, *, mmap: bool = True):
         self.folder = Path(folder)
         if swap.is_temp_name(self.folder.name):
             raise ModelFormatError(f"{self.folder}: a temporary folder of a save that was interrupted or is"
                                    " still running, not a model")
         if not os.path.lexists(self.folder):
             swap.recover(self.folder)  # a save killed between the fallback's two renames
+        self.mmap = bool(mmap)  # default for stages that can use memory-mapped arrays (see arrays())
         if not self.folder.exists():
             raise ModelFormatError(f"{self.folder}: model folder not found")
         if not self.folder.is_dir():
@@ -322,12 +345,16 @@ class ModelReader:
             self._verified.add(fname)
         return path
 
-    def arrays(self, fname: str) -> dict[str, np.ndarray]:
+    def arrays(self, fname: str, *, mmap: bool = False) -> dict[str, np.ndarray]:
+        """The arrays of a listed safetensors file (checksum and the manifest's declared dtypes and
+        shapes verified first). With ``mmap=True`` (a stage that can work from read-only arrays asks for
+        it) and the reader's ``mmap`` on, they are read-only views of a memory map of the file (see
+        :func:`_mmap_arrays`); otherwise copies."""
         path = self._file(fname)
         declared = self.manifest.get("arrays", {}).get(fname)
         if declared is not None and array_layout(path) != declared:
             raise ModelFormatError(f"{path}: its arrays' dtypes or shapes differ from those the manifest declares")
-        return _read_arrays(path)
+        return _mmap_arrays(path) if (mmap and self.mmap) else _read_arrays(path)
 
     def subfolder(self, name: str) -> Path:
         """A stage's sub-folder, after checking every file the manifest lists in it, and that it holds

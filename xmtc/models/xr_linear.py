@@ -100,11 +100,14 @@ class XRLinear(XMCModel):
         super().__init__(**params)
 
     # -- training -----------------------------------------------------------------------------
-    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "XRLinear":
+    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, linear_fit=None) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
         the :class:`~xmtc.data.labels.LabelVocab` (names in column order, optional label texts).
+        ``linear_fit(X, Y, tree, **settings)`` replaces :meth:`HierarchicalLinearModel.fit` for the
+        matcher and rankers, e.g. :func:`xmtc.distributed.ray_backend.linear_fit` (same model, trained
+        as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`.
         """
         cfg = self.config
         t0 = time.perf_counter()
@@ -123,21 +126,28 @@ class XRLinear(XMCModel):
         # a label set that fits in one leaf gets the flat tree, which needs no label embeddings
         flat = tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
         label_emb = None if flat else pifa(X_feat, Y)
-        self.models_ = []
+        # every tree first, then the label embeddings go: they are as large as the weights of the
+        # last level (PIFA has a row per label) and no linear model needs them
+        trees = []
         for t in range(cfg.n_trees):
-            if not flat:
-                from ..index.kmeans import build_label_tree
-            tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]) if flat else build_label_tree(
-                label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
-                max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+            if flat:
+                trees.append(LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]))
+                continue
+            from ..index.kmeans import build_label_tree
+
+            trees.append(build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                          seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads))
+        del label_emb
+        log.info("label trees %s built in %.1fs", [tr.level_sizes for tr in trees], time.perf_counter() - t1)
+        self.models_ = []
+        for t, tree in enumerate(trees):
             t2 = time.perf_counter()
-            model = HierarchicalLinearModel().fit(
+            model = (linear_fit or _plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)
-            log.info("tree %d/%d: levels %s, index %.1fs, linear models %.1fs", t + 1, cfg.n_trees,
-                     tree.level_sizes, t2 - t1, time.perf_counter() - t2)
-            t1 = time.perf_counter()
+            log.info("tree %d/%d: levels %s, linear models %.1fs", t + 1, cfg.n_trees, tree.level_sizes,
+                     time.perf_counter() - t2)
             self.models_.append(model)
         log.info("trained XR-Linear on %d documents, %d features, %d labels in %.1fs", X_feat.shape[0],
                  X_feat.shape[1], Y.shape[1], time.perf_counter() - t0)
@@ -200,7 +210,7 @@ class XRLinear(XMCModel):
         stages.append({"name": "features", "type": "dimension", "n_features": self.n_features_})
         for t, model in enumerate(self.models_):
             stages.append({"name": f"tree-{t}", "type": "hierarchical-linear",
-                           "file": writer.arrays(f"tree-{t}", model.to_arrays())})
+                           "file": writer.arrays(f"tree-{t}", model.to_arrays(layout="beam"))})
         return stages
 
     def _load_stages(self, reader: ModelReader) -> None:
@@ -218,12 +228,19 @@ class XRLinear(XMCModel):
                                    " which the featurizer does not produce")
         self.models_ = []
         for t in range(self.n_trees):
-            model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file")))
+            # memory-mapped: the beam layout (format 2) is used in place, so a model larger than RAM
+            # predicts and processes serving one model share its pages; format 1 files are rebuilt
+            model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file"),
+                                                                      mmap=True))
             if model.n_labels != len(self.labels_) or model.n_features != self.n_features_:
                 raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
                                        f" {model.n_features} features; the model has {len(self.labels_)}"
                                        f" labels and {self.n_features_} features")
             self.models_.append(model)
+
+
+def _plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
+    return HierarchicalLinearModel().fit(X, Y, tree, **settings)
 
 
 def _check_texts(X: Any) -> list[str]:

@@ -1,0 +1,109 @@
+"""``--ray``: XR-Linear trained and predicted as Ray tasks on a local 2-worker cluster, byte for byte."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from xmtc import cli
+from xmtc.errors import ConfigError, XmtcError
+
+SAMPLE = Path(__file__).resolve().parents[1] / "xmtc" / "data" / "sample"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory):
+    """3,000 training and 300 test documents of the bundled yso-finna-en sample (seeded pick)."""
+    folder = tmp_path_factory.mktemp("sample")
+    rng = np.random.default_rng(0)
+    for name, n in (("train", 3000), ("test", 300)):
+        with gzip.open(SAMPLE / f"{name}.txt.gz", "rt", encoding="utf-8") as fh:
+            lines = fh.readlines()
+        keep = np.sort(rng.choice(len(lines), size=n, replace=False))
+        (folder / f"{name}.txt").write_text("".join(lines[i] for i in keep), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    ray = pytest.importorskip("ray")
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_train_with_ray_gives_the_same_model_folder(sample, tmp_path, ray_cluster, capsys):
+    # max_leaf_size 30 makes a 3-level tree of the sample's labels, cut into subtrees
+    args = ["train", str(sample / "train.txt"), "--max-leaf-size", "30", "-q", "--n-threads", "2"]
+    assert cli.main([*args, "-o", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert cli.main([*args, "-o", str(tmp_path / "ray"), "--ray", "local:2", "--log-level", "INFO"]) == 0
+    assert "ray: 16 subtree tasks submitted" in capsys.readouterr().err  # Ray really trained it
+    plain, ray = _files(tmp_path / "plain"), _files(tmp_path / "ray")
+    assert sorted(plain) == sorted(ray)
+    for name in plain:
+        assert plain[name] == ray[name], name
+    assert not list(tmp_path.glob(".ray.shards-*"))  # the shards are gone once joined
+
+
+def test_predict_with_ray_writes_the_same_file(sample, tmp_path, ray_cluster):
+    model = tmp_path / "m"
+    assert cli.main(["train", str(sample / "train.txt"), "-o", str(model), "-q"]) == 0
+    assert cli.main(["predict", str(model), str(sample / "test.txt"), "-o", str(tmp_path / "plain.jsonl"), "-q"]) == 0
+    from xmtc.distributed import ray_backend
+
+    old = ray_backend.RayPredictor.__init__.__defaults__
+    ray_backend.RayPredictor.__init__.__defaults__ = (70,)  # several chunks, the last one short
+    try:
+        assert cli.main(["predict", str(model), str(sample / "test.txt"), "-o", str(tmp_path / "ray.jsonl"), "-q",
+                         "--ray", "local:2"]) == 0
+    finally:
+        ray_backend.RayPredictor.__init__.__defaults__ = old
+    plain = (tmp_path / "plain.jsonl").read_bytes()
+    assert plain.count(b"\n") == 300
+    assert (tmp_path / "ray.jsonl").read_bytes() == plain
+
+
+def test_a_failing_subtree_task_is_named(tmp_path, ray_cluster):
+    import scipy.sparse as sp
+
+    from xmtc.distributed.ray_backend import RaySession, ray_runner
+    from xmtc.linear.subtrees import Subtree
+
+    X = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    Y = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    chain = [sp.csr_matrix(np.ones((2, 1), dtype=np.float32)),
+             sp.csr_matrix(np.array([[1, 0], [1, 0], [0, 1], [0, 1]], dtype=np.float32))]
+    broken = Subtree(root=1, depth=1, nodes=[np.array([2, 3]), ])  # one level short: the task fails
+    broken.nodes.append(np.array([99]))  # a label that does not exist
+    with RaySession("local:2") as session:
+        run = ray_runner(session, tmp_path)
+        with pytest.raises(XmtcError, match=r"Ray task for subtree 1 of level 1 \(1 labels\) failed: IndexError"):
+            run(X, Y, chain, [broken], {"C_pos": 1.0})
+
+
+def test_ray_flag_without_ray_installed_is_one_line(monkeypatch, capsys, sample, tmp_path):
+    monkeypatch.setitem(sys.modules, "ray", None)  # import ray -> ImportError
+    assert cli.main(["train", str(sample / "train.txt"), "-o", str(tmp_path / "m"), "-q", "--ray", "local:2"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("xmtc: error: --ray needs the Ray package") and "pip install" in err[0]
+    assert not (tmp_path / "m").exists()
+
+
+@pytest.mark.parametrize("spec", ["local:0", "local:x", "cluster", ""])
+def test_bad_ray_spec(spec):
+    from xmtc.distributed.ray_backend import parse_spec
+
+    with pytest.raises(ConfigError, match="auto' or 'local:N'"):
+        parse_spec(spec)

@@ -1,0 +1,270 @@
+"""XR-Linear training and batch prediction as Ray tasks (``xmtc train/predict ... --ray auto | local:N``).
+
+Why Ray and not a scheduler of our own: users who outgrow one machine already run Ray clusters;
+Ray's object store shares X and Y with every worker once (numpy arrays are read zero-copy from
+shared memory), and Ray retries a task whose worker died. What xmtc adds is only the decomposition:
+:mod:`xmtc.linear.subtrees` cuts the label tree into subtrees whose weights do not depend on each
+other, so
+
+* the driver builds the whole tree (TF-IDF, PIFA, k-means: cheap next to the solver) and trains the
+  levels above the cut;
+* each subtree is one task, submitted largest first, training on the rows that have a label in it
+  (one thread per task: Ray's CPUs are the parallelism); it writes its weights as a safetensors
+  shard into a folder beside the output (shared storage on a multi-node cluster) and returns the
+  file name;
+* the driver reads the shards, joins them into the usual model and saves it as any model is saved.
+
+The result is the model the plain fit gives, byte for byte once saved, whatever the number of
+workers (see :mod:`xmtc.linear.subtrees` for why). A task that raises is not retried (the same
+input would fail again) and its error is reported with the subtree it was training; a worker that
+dies (killed, out of memory) is retried by Ray up to ``MAX_RETRIES`` times.
+
+Prediction cuts the inputs into chunks; each task loads the model (memory-mapped, once per worker
+process) from the folder, which therefore must be on storage every node can read.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError, XmtcError
+
+log = logging.getLogger(__name__)
+
+MAX_RETRIES = 3
+INSTALL_HINT = "pip install 'xmtc[ray]' (or: pip install ray)"
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError(f"--ray needs the Ray package, which is not installed; install it with {INSTALL_HINT}"
+                          ) from None
+    return ray
+
+
+def parse_spec(spec: str) -> tuple[str | None, int | None]:
+    """``auto`` -> (address, None): join the cluster at RAY_ADDRESS or the one ``ray start`` runs here;
+    ``local:N`` -> (None, N): start a private local Ray with N worker CPUs."""
+    spec = (spec or "").strip()
+    if spec == "auto":
+        return os.environ.get("RAY_ADDRESS") or "auto", None
+    if spec.startswith("local:"):
+        try:
+            n = int(spec[6:])
+        except ValueError:
+            n = 0
+        if n >= 1:
+            return None, n
+    raise ConfigError(f"--ray must be 'auto' or 'local:N' with N >= 1 workers, got {spec!r}")
+
+
+class RaySession:
+    """``with RaySession(spec) as s:`` connects to (or starts) Ray; ``s.workers`` is the CPU count.
+
+    A Ray that was already initialised in this process (a notebook, a test fixture) is used as is and
+    left running; one started here is shut down on exit.
+    """
+
+    def __init__(self, spec: str):
+        self.address, self.cpus = parse_spec(spec)
+        self.ray = import_ray()
+        self._started = False
+
+    def __enter__(self) -> "RaySession":
+        ray = self.ray
+        if not ray.is_initialized():
+            kw = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
+            try:
+                if self.address is None:
+                    ray.init(num_cpus=self.cpus, **kw)
+                else:
+                    ray.init(address=self.address, **kw)
+            except ConnectionError as exc:
+                raise ConfigError(f"cannot connect to a Ray cluster at {self.address!r} ({exc}); start one with"
+                                  " `ray start --head` or use --ray local:N") from None
+            self._started = True
+        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._started:
+            self.ray.shutdown()
+
+
+# ------------------------------------------------------------------------------------------------------
+# training
+# ------------------------------------------------------------------------------------------------------
+def _csr_parts(M: sp.csr_matrix) -> dict:
+    return {"data": M.data, "indices": M.indices, "indptr": M.indptr, "shape": M.shape}
+
+
+def _csr(parts: dict) -> sp.csr_matrix:
+    return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=parts["shape"], copy=False)
+
+
+def _write_shard(path: Path, weights: list[sp.csc_matrix]) -> None:
+    from safetensors.numpy import save_file
+
+    arrays = {}
+    for j, W in enumerate(weights):
+        arrays[f"W{j}.data"] = np.ascontiguousarray(W.data, dtype=np.float32)
+        arrays[f"W{j}.indices"] = np.ascontiguousarray(W.indices, dtype=np.int32)
+        arrays[f"W{j}.indptr"] = np.ascontiguousarray(W.indptr, dtype=np.int64)
+        arrays[f"W{j}.shape"] = np.array(W.shape, dtype=np.int64)
+    tmp = path.with_name(path.name + ".part")
+    save_file(arrays, str(tmp))
+    os.replace(tmp, path)
+
+
+def _read_shard(path: Path, n_levels: int) -> list[sp.csc_matrix]:
+    from safetensors.numpy import load_file
+
+    a = load_file(str(path))
+    return [sp.csc_matrix((a[f"W{j}.data"], a[f"W{j}.indices"], a[f"W{j}.indptr"]),
+                          shape=tuple(int(x) for x in a[f"W{j}.shape"])) for j in range(n_levels)]
+
+
+def _train_task(x_parts, y_parts, parents, shapes, root, depth, nodes, solver_kw, shard):
+    """One subtree (runs in a Ray worker): train, write the shard, return its path."""
+    from ..linear.subtrees import Subtree, train_subtree
+
+    chain = [sp.csr_matrix((np.ones(p.size, dtype=np.float32), p, np.arange(p.size + 1)), shape=s)
+             for p, s in zip(parents, shapes)]
+    sub = Subtree(root=root, depth=depth, nodes=list(nodes))
+    weights = train_subtree(_csr(x_parts), _csr(y_parts), chain, sub, **solver_kw)
+    _write_shard(Path(shard), weights)
+    return shard
+
+
+def ray_runner(session: RaySession, shard_dir: Path):
+    """A ``run_tasks`` for :func:`xmtc.linear.subtrees.fit_by_subtrees` that runs each subtree as a Ray task."""
+    ray = session.ray
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_train_task)
+
+    def run(X, Y, chain, subtrees, solver_kw):
+        t0 = time.perf_counter()
+        x_ref, y_ref = ray.put(_csr_parts(X)), ray.put(_csr_parts(sp.csr_matrix(Y)))
+        parents = [np.asarray(C.indices, dtype=np.int64) for C in chain]
+        shapes = [C.shape for C in chain]
+        p_ref = ray.put(parents)
+        kw = dict(solver_kw, n_threads=1)
+        futures = []
+        for s in subtrees:  # already largest first: Ray starts them in submission order
+            shard = str(shard_dir / f"subtree-{s.depth}-{s.root}.safetensors")
+            futures.append(task.options(name=f"xmtc {s.name()}").remote(
+                x_ref, y_ref, p_ref, shapes, s.root, s.depth, s.nodes, kw, shard))
+        log.info("ray: %d subtree tasks submitted on %d CPUs (put X, Y in %.1fs)", len(futures), session.workers,
+                 time.perf_counter() - t0)
+        index = {f: i for i, f in enumerate(futures)}
+        out = [None] * len(futures)
+        pending = list(futures)
+        try:
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                i = index[done[0]]
+                try:
+                    path = ray.get(done[0])
+                except ray.exceptions.RayError as exc:
+                    raise XmtcError(f"Ray task for {subtrees[i].name()} failed: {_short(exc)}") from None
+                out[i] = _read_shard(Path(path), len(subtrees[i].nodes))
+        finally:
+            for f in pending:
+                ray.cancel(f, force=True)
+        return out
+
+    return run
+
+
+def _short(exc: BaseException) -> str:
+    """The last line of a Ray error (the original exception), not its multi-line traceback."""
+    cause = getattr(exc, "cause", None)
+    if isinstance(cause, BaseException):
+        return f"{type(cause).__name__}: {cause}".splitlines()[0]
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return lines[-1] if lines else type(exc).__name__
+
+
+def linear_fit(spec: str, output: str | os.PathLike):
+    """The ``linear_fit`` hook of :meth:`xmtc.models.xr_linear.XRLinear.fit` for ``--ray SPEC``."""
+    def fit(X, Y, tree, *, negatives, beam_size, progress, **solver_kw):
+        from ..linear.hierarchy import chain_of
+        from ..linear.subtrees import fit_by_subtrees
+
+        if len(chain_of(tree)) == 1:  # a flat tree (labels <= max_leaf_size): one level, nothing to cut
+            log.info("ray: the label tree is flat; training it here")
+            return fit_by_subtrees(X, Y, tree, negatives=negatives, beam_size=beam_size, progress=progress,
+                                   **solver_kw)
+
+        parent = Path(output).resolve().parent
+        parent.mkdir(parents=True, exist_ok=True)
+        shard_dir = Path(tempfile.mkdtemp(prefix=f".{Path(output).name}.shards-", dir=parent))
+        try:
+            with RaySession(spec) as session:
+                return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
+                                       beam_size=beam_size, progress=progress,
+                                       run_tasks=ray_runner(session, shard_dir), **solver_kw)
+        finally:
+            shutil.rmtree(shard_dir, ignore_errors=True)
+
+    return fit
+
+
+# ------------------------------------------------------------------------------------------------------
+# prediction
+# ------------------------------------------------------------------------------------------------------
+_MODELS: dict[str, object] = {}
+
+
+def _predict_task(model_dir: str, inputs, k: int):
+    """Top-k of one chunk (runs in a Ray worker; the model is loaded once per worker process)."""
+    from ..models import load
+
+    # keyed by the manifest's identity too: a model saved again at the same path is a new model
+    st = os.stat(Path(model_dir) / "manifest.json")
+    key = f"{model_dir}\0{st.st_ino}\0{st.st_mtime_ns}"
+    model = _MODELS.get(key)
+    if model is None:
+        _MODELS.clear()
+        model = _MODELS[key] = load(model_dir)
+    return model.predict_topk(inputs, k)
+
+
+class RayPredictor:
+    """``predict_topk`` of a saved model, computed by Ray tasks over chunks of the inputs, in input order."""
+
+    def __init__(self, model, model_dir: str | os.PathLike, spec: str, chunk: int = 4096):
+        self.model = model
+        self.labels_ = model.labels_
+        self.model_dir = str(Path(model_dir).resolve())
+        self.spec = spec
+        self.chunk = int(chunk)
+
+    def predict_topk(self, inputs, k: int = 5, *, progress: bool = False):
+        n = inputs.shape[0] if sp.issparse(inputs) else len(inputs)
+        if n == 0:
+            return self.model.predict_topk(inputs, k)
+        with RaySession(self.spec) as session:
+            ray = session.ray
+            task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_predict_task)
+            starts = list(range(0, n, self.chunk)) or [0]
+            futures = [task.remote(self.model_dir, inputs[s:s + self.chunk], int(k)) for s in starts]
+            parts = []
+            for s, f in zip(starts, futures):
+                try:
+                    parts.append(ray.get(f))
+                except ray.exceptions.RayError as exc:
+                    raise XmtcError(f"Ray task predicting inputs {s + 1}..{min(s + self.chunk, n)} failed:"
+                                    f" {_short(exc)}") from None
+        if not parts:
+            return np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.float32)
+        return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
