@@ -56,6 +56,9 @@ class XRLinearConfig(TfidfParams):
 
     branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
     max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
+    tree_shape: str = param("binary", "Leaf clusters of the label tree: binary = the smallest power of two"
+                            " that keeps leaves within max_leaf_size (PECOS, Parabel), full = branching^depth.",
+                            choices=("binary", "full"))
     kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
     n_trees: int = param(1, "Number of trees (differently seeded indexings) whose scores are averaged.",
                          minimum=1)
@@ -128,7 +131,7 @@ class XRLinear(XMCModel):
                 from ..index.kmeans import build_label_tree
             tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]) if flat else build_label_tree(
                 label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
-                max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+                max_iter=cfg.kmeans_max_iter, n_threads=n_threads, shape=cfg.tree_shape)
             t2 = time.perf_counter()
             model = HierarchicalLinearModel().fit(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
