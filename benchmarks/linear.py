@@ -52,13 +52,33 @@ def _seed_list(text: str) -> list[int]:
     return seeds
 
 
-def seeded_params(lib: str, params: dict, seed: int) -> dict:
+def write_same_tree(work: Path, xmtc_params: dict, seed: int, threads: int) -> tuple[Path, list[int]]:
+    """xmtc's label tree for these parameters and tree seed, as parent arrays both runners read."""
+    import scipy.sparse as sp
+
+    from xmtc import XRLinear
+    from xmtc.index.kmeans import build_label_tree
+    from xmtc.index.pifa import pifa
+
+    cfg = XRLinear(**{k: v for k, v in xmtc_params.items() if k != "n_threads"}).config
+    X = sp.load_npz(work / "X_train.npz").tocsr().astype(np.float32)
+    Y = sp.load_npz(work / "Y_train.npz").tocsr()
+    tree = build_label_tree(pifa(X, Y), branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=seed,
+                            max_iter=cfg.kmeans_max_iter, n_threads=threads, shape=cfg.tree_shape)
+    path = work / f"same-tree-s{seed}.npz"
+    np.savez(path, n_levels=len(tree.parents), **{f"parents{t}": p for t, p in enumerate(tree.parents)})
+    return path, tree.level_sizes
+
+
+def seeded_params(lib: str, params: dict, seed: int, tree_file: Path | None = None) -> dict:
     """A library's parameters with its tree (k-means) seed set; libraries without one are unchanged."""
     params = json.loads(json.dumps(params))
     if lib == "xmtc":
         params["seed"] = seed
     elif lib == "pecos":
         params.setdefault("indexer", {})["seed"] = seed
+    if tree_file is not None and lib in ("xmtc", "pecos"):
+        params["tree_file"] = str(tree_file)
     return params
 
 
@@ -119,6 +139,9 @@ def parse_args(argv=None):
     ap.add_argument("--tree-seeds", type=_seed_list, default=None,
                     help="comma-separated tree seeds, e.g. 0,1,2,3,4: run xmtc (seed) and PECOS (indexer seed)"
                          " once per seed and print each metric's mean ± sd over the seeds")
+    ap.add_argument("--same-tree", action="store_true",
+                    help="xmtc and PECOS train on the SAME label tree: xmtc's (from --xmtc-params and the tree"
+                         " seed), built here and handed to both; train s then excludes indexing")
     args = ap.parse_args(argv)
     _common.check_libraries(ap, args, LIBRARIES)
     return args
@@ -132,10 +155,18 @@ def main(argv=None) -> int:
     out, machine, work, meta = started
     problems, peer_python, logs = _common.peer_setup(args, [lib for lib in args.libraries if lib != "xmtc"], work)
 
+    same_trees: dict[int, list[int]] = {}
+
     def extra_for(lib: str, tree_seed: int | None = None) -> list[str]:
         params = getattr(args, f"{lib}_params")
-        if tree_seed is not None:
-            params = seeded_params(lib, params, tree_seed)
+        tree_file = None
+        if args.same_tree:
+            s = args.seed if tree_seed is None else tree_seed
+            tree_file = work / f"same-tree-s{s}.npz"
+            if s not in same_trees:
+                tree_file, same_trees[s] = write_same_tree(work, args.xmtc_params, s, args.threads)
+        if tree_seed is not None or tree_file is not None:
+            params = seeded_params(lib, params, args.seed if tree_seed is None else tree_seed, tree_file)
         extra = ["--seed", str(args.seed), "--params", json.dumps(params)]
         return extra + (["--omikuji-predict", args.omikuji_predict] if lib == "omikuji" else [])
 
@@ -182,6 +213,9 @@ def main(argv=None) -> int:
     print(f"metrics: xmtc.metrics.evaluate for every library; train s includes indexing; predict = whole test set, top {K}, "
           f"wall / n_test; peak RSS = the library's own child process (includes loading the data)")
     print()
+    if same_trees:
+        print("same tree for xmtc and PECOS (xmtc's, built once per seed; train s excludes indexing): levels "
+              + "; ".join(f"seed {s}: {sizes}" for s, sizes in same_trees.items()))
     print(render_table(rows))
     if spread is not None:
         print(f"\n(table above: tree seed {args.tree_seeds[0]}) seed spread:\n")
@@ -199,7 +233,8 @@ def main(argv=None) -> int:
     json_path = _common.write_results(out, "linear", args.dataset, {
         "dataset": meta, "machine": machine, "args": vars(args), "results": rows,
         "ratios_xmtc_over_pecos": ratios(rows), "single_text_latency": latency,
-        "seed_spread": spread})
+        "seed_spread": spread,
+        "same_tree_levels": {str(s): v for s, v in same_trees.items()} or None})
     print(f"\nraw numbers: {json_path}")
     return 0
 

@@ -103,11 +103,14 @@ class XRLinear(XMCModel):
         super().__init__(**params)
 
     # -- training -----------------------------------------------------------------------------
-    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "XRLinear":
+    def fit(self, X: Any, Y: Any, *, labels=None, tree: Optional[LabelTree] = None,
+            progress: bool = True) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
         the :class:`~xmtc.data.labels.LabelVocab` (names in column order, optional label texts).
+        ``tree`` is a given label tree (a :class:`~xmtc.index.tree.LabelTree` over the L labels, e.g.
+        another library's clustering) used instead of clustering PIFA; it needs ``n_trees=1``.
         """
         cfg = self.config
         t0 = time.perf_counter()
@@ -122,16 +125,24 @@ class XRLinear(XMCModel):
         self.n_features_ = int(X_feat.shape[1])
         n_threads = resolve_threads(cfg.n_threads)
         t1 = time.perf_counter()
+        if tree is not None and not isinstance(tree, LabelTree):
+            tree = LabelTree(tree)  # a chain of cluster matrices
+        if tree is not None and (cfg.n_trees != 1 or tree.n_labels != Y.shape[1]):
+            raise ConfigError(f"a given tree needs n_trees=1 and one leaf per label; got n_trees={cfg.n_trees}"
+                              f" and a tree over {tree.n_labels} labels for {Y.shape[1]}")
         # a label set that fits in one leaf gets the flat tree, which needs no label embeddings
-        flat = tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
-        label_emb = None if flat else pifa(X_feat, Y)
+        flat = tree is None and tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
+        label_emb = None if flat or tree is not None else pifa(X_feat, Y)
         self.models_ = []
         for t in range(cfg.n_trees):
-            if not flat:
+            if label_emb is not None:
                 from ..index.kmeans import build_label_tree
-            tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]) if flat else build_label_tree(
-                label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size, seed=cfg.seed + t,
-                max_iter=cfg.kmeans_max_iter, n_threads=n_threads, shape=cfg.tree_shape)
+
+                tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                        seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads,
+                                        shape=cfg.tree_shape)
+            elif flat:
+                tree = LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)])
             t2 = time.perf_counter()
             model = HierarchicalLinearModel().fit(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
