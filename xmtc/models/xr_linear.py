@@ -3,6 +3,32 @@
 With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
 top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
 omikuji/Parabel recipe that trades train time for a point or so of precision.
+
+Against PECOS's XR-Linear (1.2.8; its C++ solver ``pecos/core/xmc/linear_solver.hpp`` and beam search
+``pecos/core/xmc/inference.hpp`` read for this), measured on bibtex, delicious, reuters and
+yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``--same-tree``
+(benchmarks/RESULTS.md, "XR-Linear accuracy against PECOS"):
+
+* Tree shape, the one systematic difference. PECOS makes the leaves the smallest power of two
+  ``>= L / max_leaf_size`` (a binary tree split until leaves hold at most 100 labels, as Parabel does)
+  and groups the binary levels 16 at a time; xmtc used to split 16-way at every level, so bibtex's
+  159 labels got 16 leaves of ~10 labels where PECOS has 2 of ~80, and yso-finna-en-2k-20k
+  [16, 256, 1994] where PECOS has [2, 32, 1994]. Over five tree seeds that cost 1.10 P@1 / 0.21 P@5 on
+  bibtex and 0.18 / 0.08 on 2k-20k. ``tree_shape="binary"`` (default) builds PECOS's shapes;
+  ``"full"`` keeps the old rule. Delicious (983 labels) and the full yso-finna-en get the same shape
+  either way, reuters (90) is flat in both.
+* Same tree, same TFN negatives: the per-node solvers agree. Both run liblinear's dual coordinate
+  descent for the L2-regularised squared hinge with a regularised bias feature of value 1, Cp = Cn = 1,
+  eps 0.1, 100 epochs, shrinking; summed over a level the primal objectives at the two solutions
+  differ by < 1e-4 relative (per node < 3e-2, the eps-0.1 stopping rule; neither is lower
+  systematically). Scores are combined the same way (``l3-hinge``: ``exp(-max(0, 1 - s)^3)``
+  multiplied down the tree from the first level's transformed score). On the same tree (seed 0) with
+  the same threshold 0.1, xmtc - PECOS is -0.12 / -0.13 / +0.08 P@1 and -0.02 / +0.24 / +0.02 P@5 on
+  bibtex / delicious / 2k-20k: the size of the tree-seed noise, either sign (the two dual solvers
+  visit rows in different random orders).
+* Deliberate differences: the weight threshold (0.05 here, PECOS 0.1; see ``threshold``); PECOS also
+  drops a bias weight below the threshold (1-2 of 983 delicious rankers, none on the other sets),
+  xmtc keeps it; beam 10 (PECOS's Python ``train`` leaves 20, its CLI 10).
 """
 
 from __future__ import annotations
