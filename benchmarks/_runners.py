@@ -127,7 +127,8 @@ def run_xmtc(d, args, timer: Timer):
         z = np.load(tree_file)
         tree = LabelTree.from_parents([z[f"parents{t}"] for t in range(int(z["n_levels"]))])
     model = XRLinear(**params)
-    timer.run("train_s", model.fit, d["X_train"], d["Y_train"], tree=tree, progress=False)
+    given = {} if tree is None else {"tree": tree}
+    timer.run("train_s", model.fit, d["X_train"], d["Y_train"], progress=False, **given)
     idx, sc = timer.run("predict_s", model.predict_topk, d["X_test"], k=args.k)
     info = {"version": getattr(xmtc, "__version__", "?"), "params": model.get_params()}
     return np.asarray(idx), np.asarray(sc), info
