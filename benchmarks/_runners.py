@@ -119,8 +119,16 @@ def run_xmtc(d, args, timer: Timer):
         raise NotInstalled(f"xmtc.XRLinear not importable: {exc}") from exc
     params = dict(args.params)
     params.setdefault("n_threads", args.threads)
+    tree_file = params.pop("tree_file", None)
+    tree = None
+    if tree_file:  # linear.py --same-tree: the tree both libraries train on (not built, so not timed)
+        from xmtc.index.tree import LabelTree
+
+        z = np.load(tree_file)
+        tree = LabelTree.from_parents([z[f"parents{t}"] for t in range(int(z["n_levels"]))])
     model = XRLinear(**params)
-    timer.run("train_s", model.fit, d["X_train"], d["Y_train"], progress=False)
+    given = {} if tree is None else {"tree": tree}
+    timer.run("train_s", model.fit, d["X_train"], d["Y_train"], progress=False, **given)
     idx, sc = timer.run("predict_s", model.predict_topk, d["X_test"], k=args.k)
     info = {"version": getattr(xmtc, "__version__", "?"), "params": model.get_params()}
     return np.asarray(idx), np.asarray(sc), info
@@ -134,15 +142,29 @@ def run_pecos(d, args, timer: Timer):
     except ImportError as exc:
         raise NotInstalled(f"libpecos not importable: {exc}") from exc
     X, Y = d["X_train"], d["Y_train"]
-    unknown = set(args.params) - {"indexer", "train", "predict"}
+    unknown = set(args.params) - {"indexer", "train", "predict", "tree_file"}
     if unknown:
         raise ValueError(f"--pecos-params: unknown keys {sorted(unknown)} (indexer, train, predict)")
+    given = None
+    if args.params.get("tree_file"):  # linear.py --same-tree: xmtc's tree as a PECOS ClusterChain
+        from pecos.utils.cluster_util import ClusterChain
+
+        z = np.load(args.params["tree_file"])
+        given, n_par = [], 1
+        for t in range(int(z["n_levels"])):
+            p = z[f"parents{t}"]
+            given.append(sp.csc_matrix((np.ones(p.size, dtype=np.float32), (np.arange(p.size), p)),
+                                       shape=(p.size, n_par)))
+            n_par = p.size
+        given = ClusterChain(given)
     # XLinearModel.train leaves every level's beam at MLModel.PredParams.only_topk = 20, while
     # PECOS's own command line (pecos.xmc.xlinear.train --beam-size) defaults to 10, as does xmtc:
     # use 10 so the comparison is at equal beam; override with {"train": {"beam_size": 20}}.
     train_kw = {"beam_size": 10, **args.params.get("train", {})}
 
     def train():
+        if given is not None:
+            return XLinearModel.train(X, Y, C=given, threads=args.threads, **train_kw)
         label_feat = LabelEmbeddingFactory.create(Y, X, method="pifa")
         chain = Indexer.gen(label_feat, threads=args.threads, **args.params.get("indexer", {}))
         return XLinearModel.train(X, Y, C=chain, threads=args.threads, **train_kw)

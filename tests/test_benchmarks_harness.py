@@ -300,3 +300,24 @@ def test_xmtc_xrt_child_reads_texts_and_checks_the_tfidf(tmp_path, monkeypatch):
     assert res["n_test"] == 30 and res["tree"] == [2, 4]
     pred = np.load(result.with_suffix(".npz"))
     assert pred["indices"].shape == (30, 5)
+
+
+def test_tree_seed_params_and_spread_by_hand():
+    assert linear.seeded_params("xmtc", {"n_trees": 3}, 4) == {"n_trees": 3, "seed": 4}
+    assert linear.seeded_params("pecos", {"indexer": {"nr_splits": 8}}, 2, Path("t.npz")) == {
+        "indexer": {"nr_splits": 8, "seed": 2}, "tree_file": "t.npz"}
+    assert linear.seeded_params("omikuji", {"n_trees": 2}, 1) == {"n_trees": 2}
+
+    def row(lib, p1, train):
+        return {"library": lib, "train_s": train, "predict_ms_per_doc": 0.1,
+                "metrics": {"P@1": p1, "P@3": 0.0, "P@5": 0.0, "nDCG@5": 0.0, "PSP@5": 0.0}}
+
+    runs = {0: [row("xmtc", 60.0, 1.0), row("pecos", 61.0, 2.0)],
+            1: [row("xmtc", 62.0, 3.0), {"library": "pecos", "problem": "failed"}],
+            2: [row("xmtc", 64.0, 2.0), row("pecos", 63.0, 4.0)]}
+    out = {e["library"]: e for e in linear.seed_spread(runs)}
+    assert out["xmtc"]["n_seeds"] == 3 and out["xmtc"]["P@1"] == (62.0, 2.0)   # sd of 60, 62, 64
+    assert out["pecos"]["n_seeds"] == 2 and out["pecos"]["P@1"][0] == 62.0
+    assert out["pecos"]["P@1"][1] == pytest.approx(2 ** 0.5) and out["xmtc"]["train_s"] == (2.0, 1.0)
+    table = linear.render_spread(list(out.values()), [0, 1, 2])
+    assert "| 62.00 ± 2.00 |" in table and "| **xmtc − PECOS** |  |  | +0.00 |" in table

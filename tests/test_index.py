@@ -10,7 +10,7 @@ import scipy.sparse as sp
 from xmtc.errors import ConfigError, ModelFormatError
 from xmtc.index.kmeans import build_label_tree, tree_depth
 from xmtc.index.pifa import concat_embeddings, normalize_rows, pifa
-from xmtc.index.tree import LabelTree
+from xmtc.index.tree import LabelTree, level_splits
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -124,6 +124,37 @@ def test_tree_shapes_from_the_docstring():
     assert tree.level_sizes == [8, 20, 20]
     check_balanced_tree(tree, 20, 8, 2)
     assert tree_depth(25147, 16, 100) == 2 and tree_depth(100, 16, 100) == 0 and tree_depth(101, 16, 100) == 1
+
+
+def test_binary_shape_splits_by_hand():
+    # leaves = smallest power of two >= L / m (at least 2), binary levels grouped 16 at a time from the bottom
+    assert level_splits(159, 16, 100, "binary") == [2]            # 1.59 -> 2 leaves of ~80
+    assert level_splits(983, 16, 100, "binary") == [16]           # 9.83 -> 16
+    assert level_splits(1994, 16, 100, "binary") == [2, 16]       # 19.94 -> 32 = 2 x 16
+    assert level_splits(24810, 16, 100, "binary") == [16, 16]     # 248.1 -> 256
+    assert level_splits(6401, 16, 100, "binary") == [8, 16]       # 64.01 -> 128
+    assert level_splits(101, 16, 100, "binary") == [2]
+    assert level_splits(100, 16, 100, "binary") == [] == level_splits(100, 16, 100, "full")
+    assert level_splits(300, 4, 10, "binary") == [2, 4, 4]        # 30 -> 32 = 2 x 4 x 4
+    assert level_splits(5000, 10, 10, "binary") == [6, 10, 10]    # 500 -> 512 leaves: top ceil(512 / 100)
+    assert level_splits(1994, 16, 100, "full") == [16, 16]
+    with pytest.raises(ConfigError, match="tree shape"):
+        level_splits(10, 2, 3, "ternary")
+
+
+@pytest.mark.parametrize("max_leaf_size, leaves", [(100, 16), (40, 32), (7, 256)])
+def test_binary_tree_leaves_hold_half_to_all_of_max_leaf_size(delicious, max_leaf_size, leaves):
+    _, _, E = delicious
+    L = E.shape[0]
+    tree = build_label_tree(E, branching=16, max_leaf_size=max_leaf_size, seed=0, shape="binary")
+    assert tree.level_sizes[-2] == leaves and leaves == 2 ** int(np.ceil(np.log2(L / max_leaf_size)))
+    sizes = np.bincount(tree.leaf_assignment(), minlength=leaves)
+    # balanced: every leaf holds floor or ceil of L / leaves, and m / 2 < L / leaves <= m
+    assert sizes.min() == L // leaves and sizes.max() == -(-L // leaves) and max_leaf_size / 2 < L / leaves <= max_leaf_size
+    # the same binary splits as the full tree's first levels: same seed, same top-level clusters when B^1 == leaves
+    if leaves == 16:
+        full = build_label_tree(E, branching=16, max_leaf_size=max_leaf_size, seed=0, shape="full")
+        assert same_tree(tree, full)
 
 
 @pytest.mark.parametrize("L", [1, 2, 37, 100])

@@ -42,7 +42,7 @@ from .. import native
 from ..errors import ConfigError
 from ..native import ptr
 from .pifa import normalize_rows
-from .tree import LabelTree, tree_depth
+from .tree import LabelTree, level_splits, tree_depth
 
 __all__ = ["build_label_tree", "tree_depth"]
 
@@ -80,18 +80,22 @@ def _int_param(name: str, value, minimum: int) -> int:
 
 
 def build_label_tree(label_emb, *, branching: int = 16, max_leaf_size: int = 100, seed: int = 0,
-                     max_iter: int = 20, n_threads: int | None = None, spherical: bool = True) -> LabelTree:
+                     max_iter: int = 20, n_threads: int | None = None, spherical: bool = True,
+                     shape: str = "full") -> LabelTree:
     """Cluster labels into a balanced tree by recursive balanced (spherical) k-means; see the module doc.
 
     ``label_emb`` is csr or dense ``(L, d)`` (e.g. :func:`xmtc.index.pifa.pifa`); rows are
     L2-normalised first when ``spherical``. ``n_threads=None`` uses every CPU the process may use.
+    ``shape`` says how many children each level's nodes get (:func:`~xmtc.index.tree.level_splits`):
+    ``full`` (``branching`` at every level) or ``binary`` (PECOS's leaf count, a power of two).
     """
     branching = _int_param("branching", branching, 2)
     max_leaf_size = _int_param("max_leaf_size", max_leaf_size, 1)
     max_iter = _int_param("max_iter", max_iter, 1)
     E = _as_embedding(label_emb, spherical)
     L, d = E.shape
-    depth = tree_depth(L, branching, max_leaf_size)
+    splits = level_splits(L, branching, max_leaf_size, shape)
+    depth = len(splits)
     if depth == 0:
         return LabelTree.from_parents([np.zeros(L, dtype=np.int32)])
 
@@ -103,9 +107,9 @@ def build_label_tree(label_emb, *, branching: int = 16, max_leaf_size: int = 100
     bounds = [np.array([0, L], dtype=np.int64)]  # bounds[t]: level-t clusters are perm[b[i]:b[i+1]]
     n_threads = native.resolve_threads(n_threads)
     kern = native.lib()
-    for _ in range(depth):
+    for level in range(depth):
         starts, ends = bounds[-1][:-1], bounds[-1][1:]
-        parts = np.minimum(branching, ends - starts)
+        parts = np.minimum(splits[level], ends - starts)
         while np.any(parts > 1):
             split = parts > 1
             s, e, k = starts[split], ends[split], parts[split]

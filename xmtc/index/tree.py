@@ -181,6 +181,37 @@ class LabelTree:
         return f"LabelTree(level_sizes={self.level_sizes})"
 
 
+TREE_SHAPES = ("binary", "full")
+
+
+def level_splits(n_labels: int, branching: int, max_leaf_size: int, shape: str = "full") -> list[int]:
+    """Children per node at each cluster level, top first (``[]`` for the flat tree).
+
+    ``full``: every level splits ``branching`` ways, so there are ``B^D`` leaves for the fewest levels
+    ``D`` that keep leaves within ``max_leaf_size``; leaves can end up far smaller than that bound
+    (159 labels, B=16, m=100: 16 leaves of ~10 labels).
+
+    ``binary`` (Parabel's and PECOS's rule): the leaves are the smallest power of two ``P >= L / m``
+    (at least 2), i.e. a balanced binary tree split until its leaves hold at most ``m`` labels, so
+    a leaf holds ``L / P`` labels (rounded either way), with ``m / 2 < L / P <= m``; its binary levels are then grouped ``B`` at a time
+    from the bottom, and the top level takes what is left (``P / B^(D-1)`` children). 159 labels:
+    ``[2]`` (2 leaves of ~80); 1,994: ``[2, 16]`` (32 leaves of ~62); 25,147: ``[16, 16]``. With a
+    ``branching`` that is not a power of two the top level takes ``ceil(P / B^(D-1))``.
+    """
+    if shape not in TREE_SHAPES:
+        raise ConfigError(f"unknown tree shape {shape!r}; choose one of {', '.join(TREE_SHAPES)}")
+    depth = tree_depth(n_labels, branching, max_leaf_size)
+    if depth == 0 or shape == "full":
+        return [branching] * depth
+    leaves = 2
+    while leaves * max_leaf_size < n_labels:
+        leaves *= 2
+    below = [1]  # leaves under one child of the top level, per level below it
+    while below[-1] * branching < leaves:  # the fewest levels whose top needs at most B children
+        below.append(below[-1] * branching)
+    return [-(-leaves // below[-1])] + [branching] * (len(below) - 1)
+
+
 def tree_depth(n_labels: int, branching: int, max_leaf_size: int) -> int:
     """Fewest cluster levels ``D`` with ``ceil(n_labels / branching^D) <= max_leaf_size``."""
     depth, capacity = 0, max_leaf_size

@@ -3,6 +3,32 @@
 With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
 top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
 omikuji/Parabel recipe that trades train time for a point or so of precision.
+
+Against PECOS's XR-Linear (1.2.8; its C++ solver ``pecos/core/xmc/linear_solver.hpp`` and beam search
+``pecos/core/xmc/inference.hpp`` read for this), measured on bibtex, delicious, reuters and
+yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``--same-tree``
+(benchmarks/RESULTS.md, "XR-Linear accuracy against PECOS"):
+
+* Tree shape, the one systematic difference. PECOS makes the leaves the smallest power of two
+  ``>= L / max_leaf_size`` (a binary tree split until leaves hold at most 100 labels, as Parabel does)
+  and groups the binary levels 16 at a time; xmtc used to split 16-way at every level, so bibtex's
+  159 labels got 16 leaves of ~10 labels where PECOS has 2 of ~80, and yso-finna-en-2k-20k
+  [16, 256, 1994] where PECOS has [2, 32, 1994]. Over five tree seeds that cost 1.10 P@1 / 0.21 P@5 on
+  bibtex and 0.18 / 0.08 on 2k-20k. ``tree_shape="binary"`` (default) builds PECOS's shapes;
+  ``"full"`` keeps the old rule. Delicious (983 labels) and the full yso-finna-en get the same shape
+  either way, reuters (90) is flat in both.
+* Same tree, same TFN negatives: the per-node solvers agree. Both run liblinear's dual coordinate
+  descent for the L2-regularised squared hinge with a regularised bias feature of value 1, Cp = Cn = 1,
+  eps 0.1, 100 epochs, shrinking; summed over a level the primal objectives at the two solutions
+  differ by < 1e-4 relative (per node < 3e-2, the eps-0.1 stopping rule; neither is lower
+  systematically). Scores are combined the same way (``l3-hinge``: ``exp(-max(0, 1 - s)^3)``
+  multiplied down the tree from the first level's transformed score). On the same tree (seed 0) with
+  the same threshold 0.1, xmtc - PECOS is -0.12 / -0.13 / +0.08 P@1 and -0.02 / +0.24 / +0.02 P@5 on
+  bibtex / delicious / 2k-20k: the size of the tree-seed noise, either sign (the two dual solvers
+  visit rows in different random orders).
+* Deliberate differences: the weight threshold (0.05 here, PECOS 0.1; see ``threshold``); PECOS also
+  drops a bias weight below the threshold (1-2 of 983 delicious rankers, none on the other sets),
+  xmtc keeps it; beam 10 (PECOS's Python ``train`` leaves 20, its CLI 10).
 """
 
 from __future__ import annotations
@@ -56,6 +82,9 @@ class XRLinearConfig(TfidfParams):
 
     branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
     max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
+    tree_shape: str = param("binary", "Leaf clusters of the label tree: binary = the smallest power of two"
+                            " that keeps leaves within max_leaf_size (PECOS, Parabel), full = branching^depth.",
+                            choices=("binary", "full"))
     kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
     n_trees: int = param(1, "Number of trees (differently seeded indexings) whose scores are averaged.",
                          minimum=1)
@@ -100,11 +129,14 @@ class XRLinear(XMCModel):
         super().__init__(**params)
 
     # -- training -----------------------------------------------------------------------------
-    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, linear_fit=None) -> "XRLinear":
+    def fit(self, X: Any, Y: Any, *, labels=None, tree: Optional[LabelTree] = None, progress: bool = True,
+            linear_fit=None) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
         the :class:`~xmtc.data.labels.LabelVocab` (names in column order, optional label texts).
+        ``tree`` is a given label tree (a :class:`~xmtc.index.tree.LabelTree` over the L labels, e.g.
+        another library's clustering) used instead of clustering PIFA; it needs ``n_trees=1``.
         ``linear_fit(X, Y, tree, **settings)`` replaces :meth:`HierarchicalLinearModel.fit` for the
         matcher and rankers, e.g. :func:`xmtc.distributed.ray_backend.linear_fit` (same model, trained
         as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`.
@@ -123,20 +155,28 @@ class XRLinear(XMCModel):
         self.n_features_ = int(X_feat.shape[1])
         n_threads = resolve_threads(cfg.n_threads)
         t1 = time.perf_counter()
+        if tree is not None and not isinstance(tree, LabelTree):
+            tree = LabelTree(tree)  # a chain of cluster matrices
+        if tree is not None and (cfg.n_trees != 1 or tree.n_labels != Y.shape[1]):
+            raise ConfigError(f"a given tree needs n_trees=1 and one leaf per label; got n_trees={cfg.n_trees}"
+                              f" and a tree over {tree.n_labels} labels for {Y.shape[1]}")
         # a label set that fits in one leaf gets the flat tree, which needs no label embeddings
-        flat = tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
-        label_emb = None if flat else pifa(X_feat, Y)
+        flat = tree is None and tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
+        label_emb = None if flat or tree is not None else pifa(X_feat, Y)
         # every tree first, then the label embeddings go: they are as large as the weights of the
         # last level (PIFA has a row per label) and no linear model needs them
         trees = []
         for t in range(cfg.n_trees):
-            if flat:
+            if tree is not None:
+                trees.append(tree)
+            elif flat:
                 trees.append(LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]))
-                continue
-            from ..index.kmeans import build_label_tree
+            else:
+                from ..index.kmeans import build_label_tree
 
-            trees.append(build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
-                                          seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads))
+                trees.append(build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                              seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads,
+                                              shape=cfg.tree_shape))
         del label_emb
         log.info("label trees %s built in %.1fs", [tr.level_sizes for tr in trees], time.perf_counter() - t1)
         self.models_ = []
