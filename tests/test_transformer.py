@@ -24,7 +24,9 @@ pytest.importorskip("transformers")
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
-from xmtc.neural.heads import LevelHead, bootstrap_inherit, bootstrap_linear, shortlist_loss  # noqa: E402
+from xmtc.neural.bootstrap import bootstrap_inherit, bootstrap_linear  # noqa: E402
+from xmtc.neural.heads import LazyAdam, RowSparseHead, merge_row_grads  # noqa: E402
+from xmtc.neural.losses import shortlist_loss  # noqa: E402
 from xmtc.neural.shortlist import build_shortlist, children_csr  # noqa: E402
 
 from conftest import DATA, read_tsv_sample  # noqa: E402
