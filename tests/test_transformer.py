@@ -71,19 +71,21 @@ def fitted(sample, encoder_dir):
 
 
 # -- shortlist and heads against their definitions ------------------------------------------------------
-def test_shortlist_equals_its_definition_on_a_hand_made_tree():
+def test_shortlist_equals_eq8_on_a_hand_made_tree():
     # level t-1 has 3 nodes; level t has 6 nodes with parents [0, 0, 1, 1, 2, 2]
     children = children_csr(np.array([0, 0, 1, 1, 2, 2]), 3)
-    prev_topk = np.array([[0, -1], [2, 1]])
-    # doc 0 has 2 labels under node 4 and 1 under node 0; doc 1 has 1 label under node 3
+    prev_topk = np.array([[0, -1], [2, -1]])
+    # doc 0 has 2 labels under node 4 and 1 under node 0 (positive parents 0 and 2);
+    # doc 1 has 1 label under node 3 (positive parent 1)
     mass = sp.csr_matrix(np.array([[1, 0, 0, 0, 2, 0], [0, 0, 0, 1, 0, 0]], dtype=np.float32))
-    ids, targets, weights = build_shortlist(prev_topk, mass, children, neg_weight=0.5)
-    # doc 0: children of node 0 = {0, 1} ∪ positives {0, 4} -> [0, 1, 4]
-    # doc 1: children of nodes 2, 1 = {2, 3, 4, 5} ∪ positives {3} -> [2, 3, 4, 5]
-    assert ids.tolist() == [[0, 1, 4, -1], [2, 3, 4, 5]]
-    assert targets.tolist() == [[1, -1, 1, 0], [-1, 1, -1, -1]]
-    # positive weight = n_pos * share: doc 0 has 2 positive nodes with shares 1/3 and 2/3
-    np.testing.assert_allclose(weights, [[2 / 3, 0.5, 4 / 3, 0], [0.5, 1.0, 0.5, 0.5]], rtol=1e-6)
+    prev_pos = sp.csr_matrix(np.array([[1, 0, 1], [0, 1, 0]], dtype=np.float32))
+    ids, targets, weights = build_shortlist(prev_topk, mass, children, neg_weight=0.5, prev_positive=prev_pos)
+    # eq. 8: doc 0: children({0} ∪ {0, 2}) = {0, 1, 4, 5}; doc 1: children({2} ∪ {1}) = {2, 3, 4, 5}
+    # (node 5, the sibling of the positive node 4, is a negative of doc 0 although no top-k led there)
+    assert ids.tolist() == [[0, 1, 4, 5], [2, 3, 4, 5]]
+    assert targets.tolist() == [[1, -1, 1, -1], [-1, 1, -1, -1]]
+    # positive weight = n_pos * share: doc 0 has 2 positive nodes with shares 1/3 and 2/3; negatives alpha
+    np.testing.assert_allclose(weights, [[2 / 3, 0.5, 4 / 3, 0.5], [0.5, 1.0, 0.5, 0.5]], rtol=1e-6)
     ids0, t0, w0 = build_shortlist(None, mass, children)
     assert ids0.tolist() == [list(range(6))] * 2 and (w0 > 0).all()
 
@@ -106,34 +108,119 @@ def test_rankers_features_equal_scipys_stack_of_tfidf_and_normalised_embedding()
         np.testing.assert_array_equal(getattr(got, a), getattr(ref, a))
 
 
-def test_bootstrapped_heads_equal_their_definitions():
+def test_inherit_bootstrap_copies_the_parents_rows():
     rng = np.random.default_rng(0)
     W_parent, b_parent = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=3).astype(np.float32)
     W, b = bootstrap_inherit(W_parent, b_parent, np.array([2, 0, 0, 1]))
     np.testing.assert_array_equal(W, W_parent[[2, 0, 0, 1]])
     np.testing.assert_array_equal(b, b_parent[[2, 0, 0, 1]])
-    E = rng.normal(size=(50, 4))
-    T = sp.csr_matrix((rng.random((50, 5)) < 0.3).astype(np.float32))
-    W, b = bootstrap_linear(E, T, lam=0.7)
-    # definition: argmin ||[E 1][W b]^T - (2T - 1)||^2 + 0.7 ||[W b]||^2, solved densely
-    A = np.hstack([E, np.ones((50, 1))])
-    ref = np.linalg.solve(A.T @ A + 0.7 * np.eye(5), A.T @ (2 * T.toarray() - 1))
-    np.testing.assert_allclose(W, ref[:-1].T, rtol=1e-4, atol=1e-5)
-    np.testing.assert_allclose(b, ref[-1], rtol=1e-4, atol=1e-5)
-    with pytest.raises(ConfigError):
-        bootstrap_linear(E, T, lam=0.0)
 
 
-def test_sparse_head_scores_only_the_shortlist_and_loss_definition():
-    head = LevelHead(torch.nn.Parameter(torch.arange(12.0).reshape(4, 3)), torch.nn.Parameter(torch.ones(4)))
-    emb = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]])
-    ids = torch.tensor([[3, 0], [1, -1]])
-    scores = head.score(emb, ids)
+def test_linear_bootstrap_is_the_optimum_of_eq11_on_the_eq8_shortlist():
+    from scipy.optimize import minimize
+
+    from xmtc.linear.solver import primal_objective
+
+    rng = np.random.default_rng(0)
+    n, h = 60, 4
+    E = rng.normal(size=(n, h)).astype(np.float32)
+    parent_of = np.array([0, 0, 1, 1, 2, 2])
+    P = sp.csr_matrix((rng.random((n, 6)) < 0.2).astype(np.float32))           # positives of level t
+    prev_pos = sp.csr_matrix((P @ children_csr(parent_of, 3).T) > 0, dtype=np.float32)
+    prev_topk = rng.integers(-1, 3, size=(n, 1))
+    W, b = bootstrap_linear(E, P, parent_of, 3, prev_topk, prev_pos, neg_weight=0.5, tol=1e-6, max_iter=2000)
+    for k in range(6):
+        p = parent_of[k]
+        rows = np.flatnonzero((prev_topk[:, 0] == p) | (prev_pos.toarray()[:, p] > 0))   # eq. 8 for node k
+        y = np.where(P.toarray()[rows, k] > 0, 1.0, -1.0)
+        X = sp.csr_matrix(E[rows])
+        f = lambda wb: primal_objective(X, y, wb[:h], wb[h], 1.0, 0.5, 1.0)  # noqa: E731
+        ref = minimize(f, np.zeros(h + 1), method="L-BFGS-B", options={"ftol": 1e-14, "gtol": 1e-10}).x
+        assert f(np.r_[W[k], b[k]]) == pytest.approx(f(ref), rel=1e-5, abs=1e-6)
+        np.testing.assert_allclose(np.r_[W[k], b[k]], ref, atol=2e-3)
+        # a different training set (every text) gives a different optimum: the shortlist matters
+        everything = bootstrap_linear(E, P, parent_of, 3, None, None, neg_weight=0.5, tol=1e-6, max_iter=2000)
+        if k == 0:
+            assert np.abs(everything[0] - W).max() > 1e-2
+
+
+def test_bootstrap_rules_are_explicit():
+    from xmtc.neural.bootstrap import start_head
+
+    kw = dict(n_nodes=4, hidden=3, seed=0, parent_of=np.array([0, 0, 1, 1]), n_parents=2,
+              prev_head=(np.ones((2, 3), np.float32), np.zeros(2, np.float32)))
+    with pytest.raises(ConfigError, match="inherit"):
+        start_head("inherit", 3, 1, **kw)               # level 2 was skipped
+    W, _ = start_head("inherit", 2, 1, **kw)
+    assert W.shape == (4, 3) and (W == 1).all()
+    W1, _ = start_head("linear", 0, None, **kw)            # first level: random, logged
+    W2, _ = start_head("random", 0, None, **kw)
+    np.testing.assert_array_equal(W1, W2)
+
+
+def test_row_sparse_head_scores_the_shortlist_and_grads_only_its_rows():
+    head = RowSparseHead(np.arange(12.0).reshape(4, 3), np.ones(4))
+    emb = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], requires_grad=True)
+    hb = head.gather(torch.tensor([[3, 0], [1, -1]]))
+    scores = hb.score(emb)
     assert scores.tolist() == [[10.0, 1.0], [10.0, 0.0]]  # W[3]·e0 + 1, W[0]·e0 + 1, W[1]·e1 + 1, padding 0
+    assert hb.rows.tolist() == [0, 1, 3] and tuple(hb.w.shape) == (3, 3)   # row 2 is not even copied
+    scores.sum().backward()
+    rows, gw, gb = hb.grads()
+    np.testing.assert_array_equal(gw.numpy(), [[1, 0, 0], [0, 1, 1], [1, 0, 0]])  # d score / d W_r = e
+    np.testing.assert_array_equal(gb.numpy(), [1, 1, 1])
     targets = torch.tensor([[1.0, -1.0], [-1.0, 0.0]])
     weights = torch.tensor([[1.0, 2.0], [0.5, 0.0]])
     # squared hinge: max(0, 1 - y s)^2 -> [0, 4, 121, -], weighted and summed over 2 documents
     assert shortlist_loss(scores, targets, weights).item() == pytest.approx((0 + 2 * 4 + 0.5 * 121) / 2)
+
+
+def test_merge_row_grads_sums_rows_over_micro_batches():
+    a = (torch.tensor([1, 4]), torch.tensor([[1.0, 2.0], [3.0, 4.0]]), torch.tensor([1.0, 2.0]))
+    b = (torch.tensor([0, 4]), torch.tensor([[5.0, 6.0], [7.0, 8.0]]), torch.tensor([3.0, 4.0]))
+    rows, gw, gb = merge_row_grads([a, b])
+    assert rows.tolist() == [0, 1, 4]
+    assert gw.tolist() == [[5, 6], [1, 2], [10, 12]] and gb.tolist() == [3, 1, 6]
+
+
+def test_lazy_adam_is_adam_when_every_row_is_touched_and_leaves_other_rows_alone():
+    rng = np.random.default_rng(0)
+    W0, b0 = rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=5).astype(np.float32)
+    head = RowSparseHead(W0, b0)
+    opt = LazyAdam(head, lr=0.01)
+    Wt, bt = torch.nn.Parameter(torch.from_numpy(W0.copy())), torch.nn.Parameter(torch.from_numpy(b0.copy()))
+    ref = torch.optim.Adam([Wt, bt], lr=0.01)
+    all_rows = torch.arange(5)
+    for _ in range(4):
+        gw, gb = torch.from_numpy(rng.normal(size=(5, 3)).astype(np.float32)), torch.randn(5)
+        opt.step(all_rows, gw, gb)
+        Wt.grad, bt.grad = gw.clone(), gb.clone()
+        ref.step()
+    np.testing.assert_allclose(head.weight.numpy(), Wt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(head.bias.numpy(), bt.detach().numpy(), rtol=1e-5, atol=1e-6)
+    before = head.weight.clone()
+    opt.step(torch.tensor([1, 3]), torch.ones(2, 3), torch.ones(2))
+    changed = (head.weight != before).any(1).tolist()
+    assert changed == [False, True, False, True, False]
+
+
+def test_neural_beam_equals_hand_computed_l3_hinge_products():
+    from xmtc.neural.matcher import neural_beam, top_k
+
+    # level 0: 2 nodes; level 1: 4 nodes, parents [0, 0, 1, 1]; embedding dimension 1
+    W0, b0 = np.array([[1.0], [0.5]], np.float32), np.zeros(2, np.float32)
+    W1, b1 = np.array([[2.0], [0.0], [1.0], [-1.0]], np.float32), np.zeros(4, np.float32)
+    ch = children_csr(np.array([0, 0, 1, 1]), 2)
+    emb = np.array([[0.5]], np.float32)
+    f = lambda s: np.exp(-max(0.0, 1.0 - s) ** 3)  # noqa: E731
+    ids, sc = neural_beam(emb, [(W0, b0), (W1, b1)], [None, ch], beam_size=2)
+    expect = sorted([(f(0.5) * f(1.0), 0), (f(0.5) * f(0.0), 1), (f(0.25) * f(0.5), 2), (f(0.25) * f(-0.5), 3)],
+                    key=lambda t: -t[0])[:2]
+    assert ids.tolist() == [[i for _, i in expect]]
+    np.testing.assert_allclose(sc[0], [s for s, _ in expect], rtol=1e-6)
+    # ties go to the smaller id; padding where fewer candidates exist
+    i, s = top_k(np.array([[1.0, 3.0, 3.0, -np.inf]], np.float32), None, 5)
+    assert i.tolist() == [[1, 2, 0, -1, -1]]
 
 
 # -- end to end ------------------------------------------------------------------------------------------
