@@ -262,6 +262,17 @@ def test_neural_matcher_follows_its_heads_and_ignores_the_linear_matcher(fitted,
     np.testing.assert_array_equal(fitted.predict_topk(texts[:50], 5)[0], idx)
 
 
+def test_fine_tuning_beats_the_untrained_encoder(fitted, sample, encoder_dir, monkeypatch):
+    """The same pipeline with every fine-tuning step skipped (encoder as loaded, heads as bootstrapped)."""
+    import xmtc.neural.finetune as ft
+
+    _, (texts, labels) = sample
+    monkeypatch.setattr(ft.LevelTrainer, "run", lambda self, *a, **k: [])
+    untrained = xmtc.XRTransformer(encoder=str(encoder_dir), **FAST).fit(*sample[0], progress=False)
+    p_trained, p_untrained = fitted.evaluate(texts, labels)["P@1"], untrained.evaluate(texts, labels)["P@1"]
+    assert p_trained > p_untrained + 1.0, (p_trained, p_untrained)
+
+
 def test_finetune_sample_fine_tunes_on_a_subset_and_ranks_on_every_text(sample, encoder_dir, monkeypatch):
     from xmtc.neural import finetune
 
