@@ -344,7 +344,7 @@ def run_xmtc_xrt(d, args, timer: Timer):
     info = {"version": getattr(xmtc, "__version__", "?"), "torch": torch.__version__,
             "transformers": __import__("transformers").__version__,
             "params": model.get_params(), "params_passed": params,
-            "tree": model.models_[0].level_sizes, "finetuned_levels": sorted(int(k) for k in model.heads_),
+            "tree": model.tree_sizes_, "finetuned_levels": sorted(int(k) for k in model.heads_),
             "n_features_tfidf_plus_emb": int(model.n_features_),
             "tfidf_check": {"same_shape_as_shared": same_shape, "max_abs_diff_test": diff,
                             "xmtc_shape": list(F.shape), "shared_shape": list(X_shared.shape)},
@@ -443,8 +443,15 @@ def run_pecos_xrt(d, args, timer: Timer):
     return idx, sc, info
 
 
-RUNNERS.update({"xmtc-xrt": run_xmtc_xrt, "pecos-xrt": run_pecos_xrt})
-NEEDS = {"xmtc-xrt": (("Y_train",), True), "pecos-xrt": (("X_train", "Y_train", "X_test"), True)}
+def run_xmtc_xrt_linear(d, args, timer: Timer):
+    """xmtc.XRTransformer with ``matcher="linear"`` (XR-Linear on TF-IDF + embedding over the whole tree)."""
+    args.params = {**args.params, "matcher": "linear"}
+    return run_xmtc_xrt(d, args, timer)
+
+
+RUNNERS.update({"xmtc-xrt": run_xmtc_xrt, "xmtc-xrt-linear": run_xmtc_xrt_linear, "pecos-xrt": run_pecos_xrt})
+NEEDS = {"xmtc-xrt": (("Y_train",), True), "xmtc-xrt-linear": (("Y_train",), True),
+         "pecos-xrt": (("X_train", "Y_train", "X_test"), True)}
 
 
 def run_xmtc_latency(args) -> dict:

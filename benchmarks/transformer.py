@@ -27,8 +27,9 @@ if str(REPO) not in sys.path:
 
 import _common  # noqa: E402
 
-LIBRARIES = ("xmtc-xrt", "pecos-xrt")
-DISPLAY = {"xmtc-xrt": "xmtc XR-Transformer", "pecos-xrt": "PECOS XR-Transformer 1.2.8",
+LIBRARIES = ("xmtc-xrt", "xmtc-xrt-linear", "pecos-xrt")
+DISPLAY = {"xmtc-xrt": "xmtc XR-Transformer (matcher neural)",
+           "xmtc-xrt-linear": "xmtc XR-Transformer (matcher linear)", "pecos-xrt": "PECOS XR-Transformer 1.2.8",
            "xmtc": "xmtc XR-Linear (reference, TF-IDF only)"}
 PAIR = ("xmtc-xrt", "pecos-xrt")
 
@@ -120,12 +121,13 @@ def main(argv=None) -> int:
         args, [lib for lib in args.libraries if lib == "pecos-xrt"], work)
 
     def extra_for(lib: str) -> list[str]:
-        params = {"xmtc-xrt": args.xmtc_params, "pecos-xrt": args.pecos_params, "xmtc": args.linear_params}[lib]
+        params = {"xmtc-xrt": args.xmtc_params, "xmtc-xrt-linear": args.xmtc_params, "pecos-xrt": args.pecos_params,
+                  "xmtc": args.linear_params}[lib]
         extra = ["--seed", str(args.seed), "--params", json.dumps(params)]
         return extra + (["--shared", json.dumps(shared)] if lib != "xmtc" else [])
 
     def note_for(lib: str, res: dict) -> str:
-        if lib == "xmtc-xrt":
+        if lib in ("xmtc-xrt", "xmtc-xrt-linear"):
             check = res.get("tfidf_check", {})
             same = check.get("same_shape_as_shared") and (check.get("max_abs_diff_test") or 0.0) < 1e-5
             return "own TF-IDF in the times" + ("" if same else "; TF-IDF DIFFERS from the shared one")

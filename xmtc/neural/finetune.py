@@ -1,16 +1,22 @@
-"""Multi-resolution fine-tuning of a transformer matcher over the levels of a label tree (XR-Transformer).
+"""The training loop of a transformer matcher over the levels of a label tree (XR-Transformer eqs. 5-11).
 
-Levels are trained coarse to fine. At level t the encoder plus that level's linear head scores the
-shortlist of :mod:`xmtc.neural.shortlist` (children of the top-k nodes predicted at level t-1, plus the
-document's positive nodes) with a weighted squared-hinge (or BCE) loss. The encoder's weights carry
-over from level to level; the head of level t is bootstrapped from level t-1 (:mod:`xmtc.neural.heads`).
-After each level one inference pass embeds the training texts with the updated encoder; it yields the
-top-k nodes that shape the next level's shortlist and the embeddings the next head is bootstrapped on.
-A single level with a random head is X-Transformer's fine-tuning.
+Levels are trained coarse to fine (multi-resolution). At level t the encoder plus that level's
+row-sparse head (:mod:`xmtc.neural.heads`) scores each text's shortlist (eq. 8,
+:mod:`xmtc.neural.shortlist`) with the importance-weighted loss (eqs. 5-6, :mod:`xmtc.neural.losses`).
+The encoder carries over from level to level; the head of level t starts from level t-1
+(:mod:`xmtc.neural.bootstrap`, eq. 11). After each level one inference pass embeds the training texts
+with the updated encoder; it yields the top-k nodes that shape the next level's shortlist and the
+embeddings the next head is bootstrapped on. A single level with a random head is X-Transformer's
+fine-tuning.
 
-Optimisation per level: AdamW (separate learning rates for the encoder and the head), linear warm-up
-then linear decay, gradient accumulation and clipping, bf16 autocast on CUDA and on CPUs with native bf16. Under torchrun the
-matcher is wrapped in DistributedDataParallel (:mod:`xmtc.neural.distributed`).
+The loop: AdamW on the encoder (two parameter groups: matrices with weight decay, vectors without)
+and a lazy Adam on the head rows, each with its own learning rate; linear warm-up then linear decay
+applied to both; gradient accumulation; one global clipping norm over encoder and head-row gradients;
+bf16 autocast on CUDA and on CPUs with native bf16; under torchrun the encoder is wrapped in
+DistributedDataParallel and the head rows are all-reduced explicitly (:func:`merge_row_grads`).
+``on_checkpoint`` receives the full training state every ``checkpoint_every`` optimiser steps and
+after every level, and ``start_state`` restores it: a run killed mid-level and resumed repeats
+exactly the same steps (batch order, dropout draws and optimiser state are part of the state).
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast, embed, encode
+from .bootstrap import BOOTSTRAPS, start_head
 from .distributed import DistContext, gather_rows, shard
-from .heads import BOOTSTRAPS, LevelHead, bootstrap_inherit, bootstrap_linear, make_head, shortlist_loss
+from .heads import LazyAdam, RowSparseHead, merge_row_grads
+from .losses import shortlist_loss
+from .matcher import head_beam_step
 from .shortlist import build_shortlist, children_csr
 
 log = logging.getLogger(__name__)
@@ -53,6 +62,8 @@ class FinetuneSettings:
     precision: str = "auto"
     encode_batch_size: int = 128
     seed: int = 0
+    checkpoint_every: int = 0
+    n_threads: int | None = None
 
 
 def node_of_label(chain: list[sp.csr_matrix], level: int) -> np.ndarray:
@@ -64,33 +75,26 @@ def node_of_label(chain: list[sp.csr_matrix], level: int) -> np.ndarray:
 
 
 def label_mass(Y: sp.csr_matrix, anc: np.ndarray, n_nodes: int) -> sp.csr_matrix:
-    """(n, n_nodes): how many of each document's labels lie under each node."""
+    """(n, n_nodes): how many of each document's labels lie under each node (R of eq. 6)."""
     M = sp.csr_matrix((np.ones(anc.size, dtype=np.float32), (np.arange(anc.size), anc)), shape=(anc.size, n_nodes))
     out = sp.csr_matrix(Y @ M)
     out.sort_indices()
     return out
 
 
-class Matcher:
-    """Encoder + the current level's head as one torch module (so DDP sees every parameter)."""
+def _embedder(encoder, pooling: str):
+    """The encoder + pooling as one module (what DDP wraps; the heads stay outside it)."""
+    import torch
 
-    def __init__(self, encoder, head: LevelHead, pooling: str):
-        import torch
+    class _Embedder(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder = encoder
 
-        class _Module(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.encoder = encoder
-                self.weight = head.weight
-                self.bias = head.bias
+        def forward(self, batch):
+            return embed(self.encoder, batch, pooling)
 
-            def forward(self, batch, ids):
-                emb = embed(self.encoder, batch, pooling)
-                if ids is None:
-                    return emb @ self.weight.t().to(emb.dtype) + self.bias.to(emb.dtype)
-                return LevelHead(self.weight, self.bias).score(emb, ids)
-
-        self.module = _Module()
+    return _Embedder()
 
 
 def _schedule(step: int, total: int, warmup: int) -> float:
@@ -99,44 +103,16 @@ def _schedule(step: int, total: int, warmup: int) -> float:
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def topk_on_shortlist(emb: np.ndarray, head_w: np.ndarray, head_b: np.ndarray, prev_topk: np.ndarray | None,
-                      children: sp.csr_matrix, k: int, gather_bytes: int = 1 << 26) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k nodes per row among the children of ``prev_topk`` (all nodes when None): ids (n, k), scores.
+def _clip(grads, max_norm: float) -> float:
+    """Scale every gradient in place so that their joint L2 norm is at most ``max_norm``; returns the norm."""
+    import torch
 
-    Rows go in chunks whose gathered head rows (rows x shortlist x hidden floats) stay under
-    ``gather_bytes``, so memory does not grow with the data or the shortlist length.
-    """
-    n = emb.shape[0]
-    K = head_w.shape[0]
-    k_eff = min(k, K)
-    if prev_topk is None:  # dense scores (rows x K)
-        chunk = max(1, gather_bytes // (4 * K))
-    else:  # gathered head rows (rows x shortlist x hidden)
-        width = int(np.diff(children.indptr).max(initial=1)) * prev_topk.shape[1] + 1
-        chunk = max(1, gather_bytes // (4 * width * head_w.shape[1]))
-    ids_out = np.full((n, k_eff), -1, dtype=np.int64)
-    sc_out = np.zeros((n, k_eff), dtype=np.float32)
-    for s in range(0, n, chunk):
-        e = emb[s:s + chunk]
-        if prev_topk is None:
-            scores = e @ head_w.T + head_b
-            idx = np.argsort(-scores, axis=1, kind="stable")[:, :k_eff]
-            ids_out[s:s + chunk] = idx
-            sc_out[s:s + chunk] = np.take_along_axis(scores, idx, 1)
-            continue
-        empty = sp.csr_matrix((e.shape[0], K), dtype=np.float32)
-        ids, _, _ = build_shortlist(prev_topk[s:s + chunk], empty, children)
-        safe = np.maximum(ids, 0)
-        scores = np.matmul(head_w[safe], e[:, :, None])[..., 0] + head_b[safe]
-        scores[ids < 0] = -np.inf
-        order = np.argsort(-scores, axis=1, kind="stable")[:, :k_eff]
-        got = np.take_along_axis(ids, order, 1)
-        got_sc = np.take_along_axis(scores, order, 1)
-        got[~np.isfinite(got_sc)] = -1
-        got_sc[~np.isfinite(got_sc)] = 0.0
-        ids_out[s:s + chunk, :got.shape[1]] = got
-        sc_out[s:s + chunk, :got.shape[1]] = got_sc
-    return ids_out, sc_out
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+    coef = max_norm / (float(norm) + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g.mul_(coef)
+    return float(norm)
 
 
 def embed_all(encoder, tokenized: Tokenized, settings: FinetuneSettings, device, ctx: DistContext,
@@ -145,106 +121,143 @@ def embed_all(encoder, tokenized: Tokenized, settings: FinetuneSettings, device,
     start, stop = shard(len(tokenized), ctx)
     local = encode(encoder, tokenized, np.arange(start, stop), pooling=settings.pooling,
                    batch_size=settings.encode_batch_size, device=device, precision=settings.precision,
-                   progress=progress and ctx.is_main,
-                   desc=desc)
+                   progress=progress and ctx.is_main, desc=desc)
     return gather_rows(local, len(tokenized), ctx)
 
 
-def train_level(encoder, head: LevelHead, tokenized: Tokenized, mass: sp.csr_matrix, prev_topk: np.ndarray | None,
-                children: sp.csr_matrix, settings: FinetuneSettings, device, ctx: DistContext, level_name: str,
-                progress: bool) -> list[float]:
-    """Fine-tune encoder + head on one level; returns the mean loss of each tenth of the run (for logs/tests)."""
-    import torch
+class LevelTrainer:
+    """Fine-tunes the encoder and one level's head; its state (for checkpoints) is :meth:`state`."""
 
-    from ..progress import progress_bar
+    def __init__(self, encoder, head: RowSparseHead, tokenized: Tokenized, mass: sp.csr_matrix,
+                 prev_topk, prev_positive, children, settings: FinetuneSettings, device, ctx: DistContext,
+                 level_name: str, rng_seed: int):
+        import torch
 
-    torch.manual_seed(settings.seed + mass.shape[1])  # dropout draws: a resumed run repeats this level exactly
-    matcher = Matcher(encoder, head, settings.pooling).module
-    matcher.train()
-    model = matcher
-    if ctx.active:
-        from torch.nn.parallel import DistributedDataParallel as DDP
-        # find_unused_parameters: encoders carry parts the pooled embedding never uses (BERT's pooler)
-        model = DDP(matcher, device_ids=[device.index] if device.type == "cuda" else None,
-                    find_unused_parameters=True)
-    enc_params = [p for p in encoder.parameters() if p.requires_grad]
-    no_decay = [p for p in enc_params if p.ndim < 2]
-    decay = [p for p in enc_params if p.ndim >= 2]
-    opt = torch.optim.AdamW([
-        {"params": decay, "lr": settings.learning_rate, "weight_decay": settings.weight_decay},
-        {"params": no_decay, "lr": settings.learning_rate, "weight_decay": 0.0},
-        {"params": head.parameters(), "lr": settings.head_learning_rate, "weight_decay": 0.0}])
-    base_lrs = [g["lr"] for g in opt.param_groups]
-    rng = np.random.default_rng(settings.seed + 7919 * mass.shape[1])
-    batches_per_epoch = [tokenized.shuffled_batches(settings.batch_size, rng) for _ in range(settings.epochs)]
-    if ctx.active:  # every process the same number of steps, or DDP waits forever
-        keep = len(batches_per_epoch[0]) // ctx.world_size * ctx.world_size
-        batches_per_epoch = [b[:keep][ctx.rank::ctx.world_size] for b in batches_per_epoch]
-    n_batches = sum(len(b) for b in batches_per_epoch)
-    total_steps = max(1, math.ceil(n_batches / settings.grad_accumulation))
-    warmup = int(settings.warmup_ratio * total_steps)
-    full = prev_topk is None
-    losses: list[float] = []
-    step = 0
-    t0 = time.perf_counter()
-    seen = 0
-    bar = progress_bar(progress and ctx.is_main, total=n_batches, desc=f"fine-tune {level_name}", unit="batch")
-    try:
-        micro = 0
-        for epoch_batches in batches_per_epoch:
-            for ids in epoch_batches:
-                ids_s, targets, weights = build_shortlist(None if full else prev_topk[ids], mass[ids], children,
-                                                          settings.neg_weight)
-                batch = tokenized.batch(ids, device)
-                sl = None if full else torch.from_numpy(ids_s).to(device)
-                with autocast(device, settings.precision):
-                    scores = model(batch, sl).float()
-                loss = shortlist_loss(scores, torch.from_numpy(targets).to(device),
-                                      torch.from_numpy(weights).to(device), settings.loss)
+        self.encoder, self.head, self.tokenized, self.mass = encoder, head, tokenized, mass
+        self.prev_topk, self.prev_positive, self.children = prev_topk, prev_positive, children
+        self.settings, self.device, self.ctx, self.name = settings, device, ctx, level_name
+        enc_params = [p for p in encoder.parameters() if p.requires_grad]
+        self.enc_params = enc_params
+        self.opt = torch.optim.AdamW([
+            {"params": [p for p in enc_params if p.ndim >= 2], "lr": settings.learning_rate,
+             "weight_decay": settings.weight_decay},
+            {"params": [p for p in enc_params if p.ndim < 2], "lr": settings.learning_rate, "weight_decay": 0.0}])
+        self.head_opt = LazyAdam(head, settings.head_learning_rate)
+        rng = np.random.default_rng(rng_seed)
+        batches = [tokenized.shuffled_batches(settings.batch_size, rng) for _ in range(settings.epochs)]
+        if ctx.active:  # every process the same number of steps, or DDP waits forever
+            keep = len(batches[0]) // ctx.world_size * ctx.world_size
+            batches = [b[:keep][ctx.rank::ctx.world_size] for b in batches]
+        self.batches = [b for epoch in batches for b in epoch]
+        self.total_steps = max(1, math.ceil(len(self.batches) / settings.grad_accumulation))
+        self.warmup = int(settings.warmup_ratio * self.total_steps)
+        self.micro = 0
+        self.step = 0
+        self.losses: list[float] = []
+        torch.manual_seed(rng_seed)  # dropout draws; restored from a checkpoint on resume
+
+    # -- checkpoint state -------------------------------------------------------------------------
+    def state(self) -> dict:
+        import torch
+
+        return {"micro": self.micro, "step": self.step, "losses": list(self.losses),
+                "opt": self.opt.state_dict(), "head_opt": self.head_opt.state_dict(),
+                "rng": torch.get_rng_state()}
+
+    def restore(self, st: dict) -> None:
+        import torch
+
+        self.micro, self.step, self.losses = int(st["micro"]), int(st["step"]), list(st["losses"])
+        self.opt.load_state_dict(st["opt"])
+        self.head_opt.load_state_dict(st["head_opt"])
+        torch.set_rng_state(st["rng"])
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def run(self, progress: bool, on_checkpoint: Callable[[dict], None] | None = None) -> list[float]:
+        import torch
+
+        from ..progress import progress_bar
+
+        s, ctx = self.settings, self.ctx
+        embedder = _embedder(self.encoder, s.pooling)
+        embedder.train()
+        model = embedder
+        if ctx.active:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            # find_unused_parameters: encoders carry parts the pooled embedding never uses (BERT's pooler)
+            model = DDP(embedder, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                        find_unused_parameters=True)
+        base_lrs = [g["lr"] for g in self.opt.param_groups]
+        full = self.prev_topk is None and self.prev_positive is None
+        t0, seen = time.perf_counter(), 0
+        pending = []
+        bar = progress_bar(progress and ctx.is_main, total=len(self.batches), initial=self.micro,
+                           desc=f"fine-tune {self.name}", unit="batch")
+        try:
+            while self.micro < len(self.batches):
+                ids = self.batches[self.micro]
+                ids_s, targets, weights = build_shortlist(
+                    None if full else self.prev_topk[ids], self.mass[ids], self.children, s.neg_weight,
+                    prev_positive=None if full else self.prev_positive[ids])
+                batch = self.tokenized.batch(ids, self.device)
+                hb = self.head.gather(torch.from_numpy(ids_s).to(self.device))
+                with autocast(self.device, s.precision):
+                    emb = model(batch)
+                    scores = hb.score(emb).float()
+                loss = shortlist_loss(scores, torch.from_numpy(targets).to(self.device),
+                                      torch.from_numpy(weights).to(self.device), s.loss)
                 if not torch.isfinite(loss):
-                    raise FloatingPointError(f"{level_name}: loss became {loss.item()} at step {step};"
+                    raise FloatingPointError(f"{self.name}: loss became {loss.item()} at step {self.step};"
                                              " lower the learning rates")
-                (loss / settings.grad_accumulation).backward()
-                micro += 1
-                losses.append(float(loss.item()))
+                (loss / s.grad_accumulation).backward()
+                pending.append(hb.grads())
+                self.micro += 1
+                self.losses.append(float(loss.item()))
                 seen += len(ids)
-                if micro % settings.grad_accumulation == 0:
-                    if settings.max_grad_norm > 0:
-                        torch.nn.utils.clip_grad_norm_(matcher.parameters(), settings.max_grad_norm)
-                    scale = _schedule(step, total_steps, warmup)
-                    for g, lr in zip(opt.param_groups, base_lrs):
-                        g["lr"] = lr * scale
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                    step += 1
-                bar.set_postfix(loss=f"{np.mean(losses[-50:]):.4f}",
+                if self.micro % s.grad_accumulation == 0 or self.micro == len(self.batches):
+                    self._optimizer_step(pending, base_lrs)
+                    pending = []
+                    if on_checkpoint is not None and s.checkpoint_every and self.step % s.checkpoint_every == 0 \
+                            and self.micro < len(self.batches):
+                        on_checkpoint(self.state())
+                bar.set_postfix(loss=f"{np.mean(self.losses[-50:]):.4f}",
                                 docs_s=f"{seen * ctx.world_size / max(time.perf_counter() - t0, 1e-9):.0f}")
                 bar.update(1)
-        if micro % settings.grad_accumulation:
-            if settings.max_grad_norm > 0:
-                torch.nn.utils.clip_grad_norm_(matcher.parameters(), settings.max_grad_norm)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-    finally:
-        bar.close()
-    log.info("%s: %d batches, loss %.4f -> %.4f, %.0f docs/s", level_name, n_batches,
-             np.mean(losses[:max(1, len(losses) // 10)]) if losses else float("nan"),
-             np.mean(losses[-max(1, len(losses) // 10):]) if losses else float("nan"),
-             seen * ctx.world_size / max(time.perf_counter() - t0, 1e-9))
-    tenth = max(1, len(losses) // 10)
-    return [float(np.mean(losses[i:i + tenth])) for i in range(0, len(losses), tenth)]
+        finally:
+            bar.close()
+        log.info("%s: %d batches, loss %.4f -> %.4f, %.0f docs/s", self.name, len(self.batches),
+                 np.mean(self.losses[:max(1, len(self.losses) // 10)]) if self.losses else float("nan"),
+                 np.mean(self.losses[-max(1, len(self.losses) // 10):]) if self.losses else float("nan"),
+                 seen * ctx.world_size / max(time.perf_counter() - t0, 1e-9))
+        tenth = max(1, len(self.losses) // 10)
+        return [float(np.mean(self.losses[i:i + tenth])) for i in range(0, len(self.losses), tenth)]
+
+    def _optimizer_step(self, pending, base_lrs) -> None:
+        rows, gw, gb = merge_row_grads(pending, self.ctx.world_size)
+        enc_grads = [p.grad for p in self.enc_params if p.grad is not None]
+        if self.settings.max_grad_norm > 0:
+            _clip(enc_grads + [gw, gb], self.settings.max_grad_norm)
+        scale = _schedule(self.step, self.total_steps, self.warmup)
+        for g, lr in zip(self.opt.param_groups, base_lrs):
+            g["lr"] = lr * scale
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        self.head_opt.step(rows, gw, gb, lr=self.settings.head_learning_rate * scale)
+        self.step += 1
 
 
 def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, chain: list[sp.csr_matrix],
                               levels: list[int], settings: FinetuneSettings, device, ctx: DistContext, *,
                               progress: bool = True, start_state: dict | None = None,
-                              on_level_done: Callable[[dict], None] | None = None) -> dict:
+                              on_checkpoint: Callable[[dict], None] | None = None) -> dict:
     """Fine-tune on ``levels`` (indices into ``chain``, increasing) and return the final state:
 
     ``{"done": [levels], "heads": {level: (W, b)}, "topk": top-k node ids at the last level (n, k),
-    "embeddings": training embeddings after the last level, "loss_curves": {level: [...]}}``.
-    ``start_state`` (a checkpoint's state with the encoder already restored) skips finished levels;
-    ``on_level_done`` receives the state after each level (checkpointing).
+    "embeddings": training embeddings after the last level, "loss_curves": {level: [...]},
+    "partial": None or {"level", "head": (W, b), "trainer": LevelTrainer.state()}}``.
+    ``start_state`` (a checkpoint's state with the encoder already restored) skips finished levels and
+    continues a level it was saved in the middle of; ``on_checkpoint`` receives the state after each
+    level and every ``settings.checkpoint_every`` optimiser steps.
     """
     import torch
 
@@ -252,8 +265,12 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
         raise ConfigError(f"fine-tuning levels must be increasing and non-empty, got {levels}")
     if settings.bootstrap not in BOOTSTRAPS:
         raise ConfigError(f"bootstrap must be one of {', '.join(BOOTSTRAPS)}, got {settings.bootstrap!r}")
-    state = start_state or {"done": [], "heads": {}, "topk": None, "embeddings": None, "loss_curves": {}}
+    state = start_state or {"done": [], "heads": {}, "topk": None, "embeddings": None, "loss_curves": {},
+                            "partial": None}
+    state.setdefault("partial", None)
     hidden = encoder.config.hidden_size
+    targets = [sp.csr_matrix((label_mass(Y, node_of_label(chain, t), chain[t].shape[0]) != 0), dtype=np.float32)
+               for t in range(len(chain))]
     prev_level = None
     for level in levels:
         C = chain[level]
@@ -262,37 +279,46 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
         if level in state["done"]:
             prev_level = level
             continue
-        anc = node_of_label(chain, level)
-        mass = label_mass(Y, anc, K)
-        # the shortlist: children of the top-k nodes of the level directly above, when it was trained
-        prev_topk = state["topk"]
+        mass = label_mass(Y, node_of_label(chain, level), K)
         children = children_csr(parent_of, C.shape[1])
-        if prev_level is not None and prev_level != level - 1:
-            prev_topk = None  # levels skipped in between: score every node of this level
-        # bootstrap the head from what the previous level learned
-        if prev_level is None or settings.bootstrap == "random":
-            W, b = (t.detach().numpy() for t in make_head(K, hidden, settings.seed + level))
-        elif settings.bootstrap == "inherit" and prev_level == level - 1:
-            W, b = bootstrap_inherit(*state["heads"][prev_level], parent_of)
-        else:
-            W, b = bootstrap_linear(state["embeddings"], (mass != 0).astype(np.float32))
-        head = LevelHead(torch.nn.Parameter(torch.from_numpy(np.array(W, dtype=np.float32)).to(device)),
-                         torch.nn.Parameter(torch.from_numpy(np.array(b, dtype=np.float32)).to(device)))
-        full = prev_topk is None
+        adjacent = prev_level is not None and prev_level == level - 1
+        prev_topk = state["topk"] if adjacent else None
+        prev_positive = targets[level - 1] if adjacent else None
         name = f"level {level + 1}/{len(chain)} ({K} {'labels' if level == len(chain) - 1 else 'clusters'})"
-        curve = train_level(encoder, head, tokenized, mass, None if full else prev_topk, children, settings,
-                            device, ctx, name, progress)
+        partial = state["partial"]
+        if partial is not None and partial["level"] == level:
+            W, b = partial["head"]
+        else:
+            W, b = start_head(settings.bootstrap, level, prev_level, n_nodes=K, hidden=hidden, seed=settings.seed,
+                              parent_of=parent_of, n_parents=C.shape[1],
+                              prev_head=state["heads"].get(prev_level), emb=state["embeddings"],
+                              positives=targets[level], prev_topk=prev_topk, prev_positive=prev_positive,
+                              neg_weight=settings.neg_weight, n_threads=settings.n_threads)
+        head = RowSparseHead(W, b, device)
+        trainer = LevelTrainer(encoder, head, tokenized, mass, prev_topk, prev_positive, children, settings,
+                               device, ctx, name, rng_seed=settings.seed + 7919 * K)
+        if partial is not None and partial["level"] == level:
+            trainer.restore(partial["trainer"])
+            log.info("resume: %s from batch %d of %d", name, trainer.micro, len(trainer.batches))
+
+        def save_partial(tst, level=level, head=head):
+            state["partial"] = {"level": level, "head": head.numpy(), "trainer": tst}
+            on_checkpoint(state)
+
+        curve = trainer.run(progress, save_partial if on_checkpoint is not None else None)
         emb = embed_all(encoder, tokenized, settings, device, ctx, progress, f"embed after {name}")
-        W_np = head.weight.detach().float().cpu().numpy()
-        b_np = head.bias.detach().float().cpu().numpy()
-        topk, _ = topk_on_shortlist(emb, W_np, b_np, None if full else prev_topk, children,
-                                    settings.shortlist_topk)
+        W_np, b_np = head.numpy()
+        topk, _ = head_beam_step(emb, W_np, b_np, prev_topk, None, children, settings.shortlist_topk,
+                                 post_processor="noop")
         state["heads"][level] = (W_np, b_np)
         state["topk"] = topk
         state["embeddings"] = emb
         state["loss_curves"][level] = curve
         state["done"].append(level)
+        state["partial"] = None
         prev_level = level
-        if on_level_done is not None:
-            on_level_done(state)
+        del trainer
+        if on_checkpoint is not None:
+            on_checkpoint(state)
+    torch.set_grad_enabled(True)
     return state

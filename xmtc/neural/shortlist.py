@@ -1,20 +1,27 @@
-"""Which nodes of a tree level a document is trained (and predicted) on: the XR-Transformer shortlist.
+"""Which nodes of a tree level a text is trained on: the XR-Transformer shortlist (NeurIPS'21 eq. 8).
 
 At level t only a shortlist of the level's K_t nodes is scored, so the output layer's cost does not
-grow with K_t:
+grow with K_t. Eq. 8:
 
-    M(t) = children(top-k nodes the model predicted at level t-1)  ∪  nodes holding a true label
+    M(t) = children( top-k nodes predicted at level t-1  ∪  positive nodes of level t-1 )
 
-(at the first level, the children of the root: every node). The union with the positives is the
-teacher-forcing part: a positive the matcher missed is still trained on. Each shortlisted node gets a
-target (+1 positive / -1 negative) and an importance weight (XR-Transformer's R̂):
+(at the first level, every node). The children of the *positive* parents make every sibling of a
+positive node a hard negative (teacher-forced negatives, TFN); the children of the predicted parents
+are the matcher-aware negatives (MAN). Every positive node of level t is in M(t), because its parent is
+a positive of t-1. PECOS builds the same set: ``binarized(Y_{t-1}) + binarized(M_pred)`` as the
+parent mask of level t (``pecos/xmc/xtransformer/model.py``, ``get_negative_samples``).
 
-* a positive node's weight is its share of the document's label mass, rescaled so the positives of a
-  document weigh as many as there are of them: ``n_pos * (labels under the node / labels of the doc)``.
-  A cluster holding three of a document's four labels matters more than one holding one of them;
-* a negative's weight is ``neg_weight`` (the paper's alpha).
+Each shortlisted node gets a target (+1 / -1) and an importance weight, our reading of the paper's R̂
+(eq. 6) with α for negatives:
 
-Everything is vectorised over the batch; the result is padded with -1 ids and zero weights.
+* ``R(t) = Y C(D) ... C(t+1)``: how many of the text's labels lie under each node of level t;
+* a positive node weighs ``|P_i| * R_il / ||R_i||_1`` (its share of the text's label mass, rescaled so
+  that a text's positives together weigh as many as there are of them): a cluster holding three of a
+  text's four labels counts more than one holding one of them;
+* a negative weighs ``neg_weight`` (α).
+
+PECOS's ``weighted-squared-hinge`` instead weighs a positive by the raw count ``R_il`` and a negative
+by 1. Everything is vectorised over the batch; the result is padded with -1 ids and zero weights.
 """
 
 from __future__ import annotations
@@ -30,28 +37,55 @@ def children_csr(parent_of: np.ndarray, n_parents: int) -> sp.csr_matrix:
                          shape=(n_parents, n))
 
 
+def topk_mask(topk: np.ndarray, n_cols: int) -> sp.csr_matrix:
+    """(B, k) node ids, -1 padded -> (B, n_cols) 0/1 csr."""
+    topk = np.asarray(topk)
+    keep = topk >= 0
+    rows = np.repeat(np.arange(topk.shape[0]), keep.sum(1))
+    M = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, topk[keep])), shape=(topk.shape[0], n_cols))
+    M.data[:] = 1.0
+    return M
+
+
+def parent_mask(prev_topk: np.ndarray | None, prev_positive: sp.spmatrix | None, n_parents: int,
+                n_rows: int) -> sp.csr_matrix | None:
+    """The parents eq. 8 expands, (B, K_{t-1}) 0/1: top-k ∪ positives; None = every node (first level)."""
+    if prev_topk is None and prev_positive is None:
+        return None
+    parts = []
+    if prev_topk is not None:
+        parts.append(topk_mask(prev_topk, n_parents))
+    if prev_positive is not None:
+        P = sp.csr_matrix(prev_positive, dtype=np.float32)
+        P.eliminate_zeros()
+        P.data[:] = 1.0
+        parts.append(P)
+    M = parts[0] if len(parts) == 1 else parts[0] + parts[1]
+    M = sp.csr_matrix(M)
+    M.data[:] = 1.0
+    return M
+
+
 def build_shortlist(prev_topk: np.ndarray | None, label_mass: sp.csr_matrix, children: sp.csr_matrix,
-                    neg_weight: float = 1.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                    neg_weight: float = 1.0, prev_positive: sp.spmatrix | None = None
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Shortlist of a batch: ``(ids int64 (B, S), targets float32 (B, S) of +-1, weights float32 (B, S))``.
 
-    ``prev_topk`` (B, k) are the nodes of level t-1 the model ranked highest (-1 padded), or None at
-    the first level (all nodes); ``label_mass`` (B, K_t) holds, per document, how many of its labels
-    lie under each node of level t (``Y @ leaf-to-node map``); ``children`` is :func:`children_csr`
-    of level t. Padding entries have id -1, target 0 and weight 0; ids within a row are increasing.
+    ``prev_topk`` (B, k): the nodes of level t-1 the model ranked highest (-1 padded); ``prev_positive``
+    (B, K_{t-1}): the text's positive nodes of level t-1; both None at the first level (all nodes).
+    ``label_mass`` (B, K_t) holds how many of the text's labels lie under each node of level t;
+    ``children`` is :func:`children_csr` of level t. Padding: id -1, target 0, weight 0; ids increase
+    within a row.
     """
     B, K = label_mass.shape
-    if prev_topk is None:
+    parents = parent_mask(prev_topk, prev_positive, children.shape[0], B)
+    if parents is None:
         cand = sp.csr_matrix(np.ones((B, K), dtype=np.float32))
     else:
-        prev = np.asarray(prev_topk)
-        keep = prev >= 0
-        rows = np.repeat(np.arange(B), keep.sum(1))
-        sel = sp.csr_matrix((np.ones(rows.size, dtype=np.float32), (rows, prev[keep])), shape=(B, children.shape[0]))
-        cand = sel @ children
+        cand = sp.csr_matrix(parents @ children)
     pos = sp.csr_matrix(label_mass, dtype=np.float32)
     pos.eliminate_zeros()
-    union = (cand != 0).astype(np.float32) + (pos != 0).astype(np.float32)
-    union = sp.csr_matrix(union)
+    union = sp.csr_matrix((cand != 0).astype(np.float32) + (pos != 0).astype(np.float32))
     union.sum_duplicates()
     union.sort_indices()
     lengths = np.diff(union.indptr)
