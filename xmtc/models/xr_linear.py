@@ -241,6 +241,16 @@ class XRLinear(XMCModel):
         return explain_model(self, X, k, n_terms)
 
     # -- persistence --------------------------------------------------------------------------
+    def _own_features_only(self) -> bool:
+        """Whether the featurizer alone makes the linear models' features (subclasses that append an
+        embedding check the count once their encoder is loaded)."""
+        return True
+
+    def _check_feature_count(self, reader: ModelReader, produced: int) -> None:
+        if produced != self.n_features_:
+            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features,"
+                                   f" but the featurizer and encoder produce {produced}")
+
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
         stages = []
         if self.featurizer_ is not None:
@@ -263,9 +273,10 @@ class XRLinear(XMCModel):
             self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}),
                                                            reader.arrays(reader.stage_value("featurizer", "file")))
         self.n_features_ = reader.stage_value("features", "n_features", int)
-        if self.n_features_ < 1 or (self.featurizer_ is not None and self.featurizer_.n_features_ != self.n_features_):
-            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features,"
-                                   " which the featurizer does not produce")
+        if self.n_features_ < 1:
+            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features")
+        if self.featurizer_ is not None and self._own_features_only():
+            self._check_feature_count(reader, self.featurizer_.n_features_)
         self.models_ = []
         for t in range(self.n_trees):
             # memory-mapped: the beam layout (format 2) is used in place, so a model larger than RAM

@@ -346,6 +346,9 @@ class _TransformerModel(XRLinear):
                           "file": writer.arrays("heads", heads)})
         return stages
 
+    def _own_features_only(self) -> bool:
+        return False  # the rankers see [tfidf, embedding]: checked in _load_stages once the encoder is loaded
+
     def _matcher_chain(self):
         """Parent arrays of the matcher's levels, as csr rows (what ``children_csr`` needs back)."""
         return [sp.csr_matrix(C.T) for C in self.matcher_children_]
@@ -361,6 +364,9 @@ class _TransformerModel(XRLinear):
         folder = reader.subfolder(st["folder"])
         self.device_ = pick_device(self.device)
         self.tokenizer_, self.encoder_ = load_encoder(folder, self.device_)
+        hidden = getattr(self.encoder_.config, "hidden_size", None)
+        if isinstance(hidden, int):
+            self._check_feature_count(reader, self.featurizer_.n_features_ + hidden)
         arrays = reader.arrays(reader.stage("heads")["file"])
         self.heads_ = {}
         for level in reader.stage("heads")["levels"]:
