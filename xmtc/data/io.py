@@ -210,12 +210,6 @@ def open_source(path) -> Iterator[Source]:
         src.close()
 
 
-def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
-    """Open a UTF-8 text file for reading, gunzipping when it is gzip; errors name the file."""
-    src = Source(path)
-    return io.TextIOWrapper(src._fh, encoding="utf-8", errors=errors, newline="")
-
-
 def iter_lines(path) -> Iterator[tuple[int, str]]:
     """(1-based line number, line without its end-of-line) for every line; bad UTF-8 or gzip is an error."""
     with open_source(path) as src:
