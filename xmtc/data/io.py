@@ -175,7 +175,9 @@ class Source:
             self._done = True
             raise DataFormatError(self, self.lineno, f"not valid UTF-8 ({exc.reason})") from None
         if text.endswith("\n"):
-            text = text[:-2] if text.endswith("\r\n") else text[:-1]
+            text = text[:-1]
+        if text.endswith("\r"):  # CRLF, or a last line cut after its CR
+            text = text[:-1]
         return self.lineno, text
 
     def peek_lines(self, n: int) -> list[tuple[int, str]]:
