@@ -198,9 +198,8 @@ class XRLinear(XMCModel):
             self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}),
                                                            reader.arrays(reader.stage_value("featurizer", "file")))
         self.n_features_ = reader.stage_value("features", "n_features", int)
-        if self.n_features_ < 1 or (self.featurizer_ is not None and self.featurizer_.n_features_ != self.n_features_):
-            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features,"
-                                   " which the featurizer does not produce")
+        if self.n_features_ < 1:  # (transformer models append embedding dimensions to the TF-IDF ones)
+            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features")
         self.models_ = []
         for t in range(self.n_trees):
             model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file")))
