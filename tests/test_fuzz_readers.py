@@ -218,6 +218,8 @@ def ref_xc(data: bytes):
     if len(parts) != 3 or not all(p.isascii() and p.isdigit() for p in parts):
         raise _RefError(1)
     n_docs, n_feat, n_labels = map(int, parts)
+    if n_docs >= 2**31 or n_feat >= 2**31 or n_labels > 50_000_000:  # the documented limits
+        raise _RefError(1)
     rows = []
     for i, line in lines:
         tokens = line.split()
@@ -244,10 +246,11 @@ def ref_xc(data: bytes):
 
 
 @FUZZ
-@given(st.data(), st.lists(xc_row, max_size=5), st.sampled_from(["ok", "count", "junk"]))
+@given(st.data(), st.lists(xc_row, max_size=5), st.sampled_from(["ok", "count", "junk", "features", "labels"]))
 def test_xc_reader_matches_reference_or_names_the_line(data, rows, header):
     body = "".join(",".join(map(str, ls)) + " " + " ".join(f"{j}:{v}" for j, v in fs) + "\n" for ls, fs in rows)
-    head = {"ok": f"{len(rows)} 7 5", "count": f"{len(rows) + 1} 7 5", "junk": "7 5"}[header]
+    head = {"ok": f"{len(rows)} 7 5", "count": f"{len(rows) + 1} 7 5", "junk": "7 5",
+            "features": f"{len(rows)} {2**31} 5", "labels": f"{len(rows)} 7 {10**20}"}[header]
     raw = data.draw(mutated((head + "\n" + body).encode()))
     path = _write(raw, "d_xc.txt", False)
     try:
@@ -277,7 +280,7 @@ def _npz_bytes(M) -> bytes:
 
 @FUZZ
 @given(st.data(), st.integers(0, 5), st.integers(0, 5), st.integers(1, 4),
-       st.sampled_from(["ok", "nan", "inf", "rows", "bytes", "truncate", "dense", "indices"]))
+       st.sampled_from(["ok", "nan", "inf", "rows", "bytes", "truncate", "dense", "indices", "wide"]))
 def test_npz_reader_loads_what_was_written_or_names_the_file(data, n, m, labels, how):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16)))
     X = sp.random(n, max(m, 1), density=0.5, format="csr", dtype=np.float32, random_state=rng)
@@ -305,6 +308,8 @@ def test_npz_reader_loads_what_was_written_or_names_the_file(data, n, m, labels,
         np.savez(buf := io.BytesIO(), format=np.array("csr"), shape=np.array(X.shape), data=X.data,
                  indices=X.indices + 100, indptr=X.indptr)
         xb = buf.getvalue()
+    elif how == "wide":  # a header of 10**12 label columns and no data: refused, not allocated
+        yb, bad = _npz_bytes(sp.csr_matrix((n, 10**12), dtype=np.float32)), yp
     xp.write_bytes(xb)
     yp.write_bytes(yb)
     try:

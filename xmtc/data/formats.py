@@ -140,6 +140,10 @@ def read_xc(path) -> RawDocuments:
     if len(parts) != 3 or not all(_is_id(p) for p in parts):
         raise DataFormatError(path, 1, f"expected header 'N_docs N_features N_labels', got {header[:60]!r}")
     n_docs, n_feat, n_labels = (int(p) for p in parts)
+    for what, value, limit in (("N_docs", n_docs, _INT32_MAX), ("N_features", n_feat, _INT32_MAX),
+                               ("N_labels", n_labels, MAX_XC_LABELS)):
+        if value > limit:
+            raise DataFormatError(path, 1, f"header {what} = {value} is beyond what xmtc can hold ({limit:,})")
     labels: list[list[str]] = []
     lines: list[int] = []
     indptr = [0]
@@ -175,6 +179,13 @@ def read_xc(path) -> RawDocuments:
                        np.asarray(indptr, dtype=np.int64)), shape=(n_docs, n_feat))
     X.sum_duplicates()
     return RawDocuments(None, X, labels, lines, n_labels=n_labels)
+
+
+# feature and document indices are int32 in the sparse matrices; XC label ids become the vocabulary's
+# names one by one (unused ids included), so a header claiming billions of labels would exhaust memory
+# before any line is read: the largest public XMC sets have about 3M labels
+_INT32_MAX = 2**31 - 1
+MAX_XC_LABELS = 50_000_000
 
 
 def _is_id(token: str) -> bool:
@@ -243,6 +254,8 @@ def _load_csr(path) -> sp.csr_matrix:
         M.check_format(full_check=True)  # indices in range, indptr monotone: before anything indexes with them
     except Exception as exc:  # zip/format errors of every kind
         raise DataFormatError(path, None, f"not a scipy sparse .npz file ({exc})") from None
+    if M.shape[1] > _INT32_MAX:
+        raise DataFormatError(path, None, f"has {M.shape[1]} columns, beyond what xmtc can hold ({_INT32_MAX:,})")
     if M.nnz and not np.all(np.isfinite(M.data)):
         raise DataFormatError(path, None, "contains NaN or infinite values")
     M.sum_duplicates()
@@ -261,6 +274,9 @@ def read_npz(path, need_labels: bool = True) -> RawDocuments:
     if need_labels:
         ypath = sibling_labels_path(path)
         Y = _load_csr(ypath)
+        if Y.shape[1] > MAX_XC_LABELS:  # each column becomes a label name
+            raise DataFormatError(ypath, None, f"has {Y.shape[1]} label columns, beyond what xmtc can hold"
+                                               f" ({MAX_XC_LABELS:,})")
         if Y.shape[0] != X.shape[0]:
             raise DataFormatError(ypath, None, f"has {Y.shape[0]} rows but {Path(path).name} has {X.shape[0]}")
     return RawDocuments(None, X, None, None, Y=Y)

@@ -175,7 +175,9 @@ class Source:
             self._done = True
             raise DataFormatError(self, self.lineno, f"not valid UTF-8 ({exc.reason})") from None
         if text.endswith("\n"):
-            text = text[:-2] if text.endswith("\r\n") else text[:-1]
+            text = text[:-1]
+        if text.endswith("\r"):  # CRLF, or a last line cut after its CR
+            text = text[:-1]
         return self.lineno, text
 
     def peek_lines(self, n: int) -> list[tuple[int, str]]:
@@ -208,12 +210,6 @@ def open_source(path) -> Iterator[Source]:
         yield src
     finally:
         src.close()
-
-
-def open_text(path: str | os.PathLike, errors: str = "strict") -> IO[str]:
-    """Open a UTF-8 text file for reading, gunzipping when it is gzip; errors name the file."""
-    src = Source(path)
-    return io.TextIOWrapper(src._fh, encoding="utf-8", errors=errors, newline="")
 
 
 def iter_lines(path) -> Iterator[tuple[int, str]]:
