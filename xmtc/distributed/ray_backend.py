@@ -92,6 +92,9 @@ class RaySession:
             except ConnectionError as exc:
                 raise ConfigError(f"cannot connect to a Ray cluster at {self.address!r} ({exc}); start one with"
                                   " `ray start --head` or use --ray local:N") from None
+            except Exception as exc:  # noqa: BLE001 - Ray's start-up failures are plain Exceptions
+                ray.shutdown()
+                raise XmtcError(f"Ray did not start ({_short(exc)})") from None
             self._started = True
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         return self
