@@ -78,16 +78,18 @@ def _normalise(X):
     return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
 
 
-def _sq_dist_to(X, C, chunk: int = 4096) -> np.ndarray:
-    """Each row of X's smallest squared distance to a row of C (both unit or zero rows)."""
+def _sq_dist_to(X, C, chunk: int = 2048) -> np.ndarray:
+    """Each row of X's smallest squared distance to a row of C, in (chunk x chunk) blocks of memory."""
     xx = np.asarray(X.multiply(X).sum(axis=1)).ravel() if sp.issparse(X) else (X * X).sum(axis=1)
     cc = np.asarray(C.multiply(C).sum(axis=1)).ravel() if sp.issparse(C) else (C * C).sum(axis=1)
     best = np.full(X.shape[0], np.inf)
     for c0 in range(0, C.shape[0], chunk):
-        G = X @ C[c0:c0 + chunk].T
-        G = G.toarray() if sp.issparse(G) else np.asarray(G)
-        d = xx[:, None] + cc[None, c0:c0 + chunk] - 2.0 * G
-        best = np.minimum(best, d.min(axis=1))
+        Ct = C[c0:c0 + chunk].T
+        for r0 in range(0, X.shape[0], chunk):
+            G = X[r0:r0 + chunk] @ Ct
+            G = G.toarray() if sp.issparse(G) else np.asarray(G)
+            d = xx[r0:r0 + chunk, None] + cc[None, c0:c0 + chunk] - 2.0 * G
+            best[r0:r0 + chunk] = np.minimum(best[r0:r0 + chunk], d.min(axis=1))
     return np.maximum(best, 0.0)
 
 
