@@ -76,7 +76,7 @@ def simulate(strategy: str, texts, labels, test, *, seed: int, start: int, round
     return out
 
 
-def plot(results: dict, path: str, default: str) -> None:
+def plot(results: dict, path: str, default: str, n_seeds: int) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -95,7 +95,7 @@ def plot(results: dict, path: str, default: str) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=9)
     fig.suptitle("Active learning on yso-finna-en-2k-20k (XR-Linear, start 2,000, +1,000 per round; "
-                 "mean over seeds)")
+                 f"mean over {n_seeds} seed{'s' if n_seeds > 1 else ''})")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
 
@@ -144,7 +144,7 @@ def main() -> None:
     if args.only_seeds:
         return
     if args.plot:
-        plot(results, args.plot, DEFAULT_STRATEGY)
+        plot(results, args.plot, DEFAULT_STRATEGY, len(seeds))
     if args.json_out:
         Path(args.json_out).write_text(json.dumps(results, indent=1))
     for name, res in results.items():

@@ -121,5 +121,10 @@ def test_cli_select_writes_jsonl_that_train_reads(fitted, reuters_small, tmp_pat
     assert all(r["text"] == texts[r["pool_line"] - 1] and r["labels"] == [] and len(r["suggested"]) <= 3 for r in rows)
     ds = read_dataset(out)  # the annotation file is valid training input
     assert len(ds) == 7
+    assert main(["train", str(out), "-o", str(tmp_path / "m2"), "-q"]) == 2  # ... once someone has labelled it
+    assert "no document has a label" in capsys.readouterr().err
+    rows[0]["labels"] = rows[0]["suggested"][:1]
+    out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["train", str(out), "-o", str(tmp_path / "m2"), "-q", "--max-leaf-size", "4"]) == 0
     assert main(["select", str(tmp_path / "m"), str(tmp_path / "pool.txt"), "-n", "0", "-o", str(out)]) == 2
     assert "-n must be a positive integer" in capsys.readouterr().err
