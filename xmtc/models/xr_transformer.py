@@ -442,6 +442,9 @@ class XTransformer(_TransformerModel):
             if n >= n_labels:
                 raise ConfigError(f"n_clusters={n} must be below the number of labels ({n_labels})")
             return n
+        if n_labels <= b:
+            raise ConfigError(f"x-transformer needs more labels ({n_labels}) than branching={b}: its fine-tuned"
+                              " level is a level of clusters above the labels")
         target = max(1.0, n_labels / cfg.max_leaf_size)
         k = max(1, round(math.log(target, b)))
         while b ** k >= n_labels and k > 1:

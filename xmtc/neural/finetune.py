@@ -143,6 +143,8 @@ class LevelTrainer:
              "weight_decay": settings.weight_decay},
             {"params": [p for p in enc_params if p.ndim < 2], "lr": settings.learning_rate, "weight_decay": 0.0}])
         self.head_opt = LazyAdam(head, settings.head_learning_rate)
+        # the peak rates the schedule scales (taken now: a restored optimiser holds the scaled ones)
+        self.base_lrs = [g["lr"] for g in self.opt.param_groups]
         rng = np.random.default_rng(rng_seed)
         batches = [tokenized.shuffled_batches(settings.batch_size, rng) for _ in range(settings.epochs)]
         if ctx.active:  # every process the same number of steps, or DDP waits forever
@@ -187,7 +189,7 @@ class LevelTrainer:
             # find_unused_parameters: encoders carry parts the pooled embedding never uses (BERT's pooler)
             model = DDP(embedder, device_ids=[self.device.index] if self.device.type == "cuda" else None,
                         find_unused_parameters=True)
-        base_lrs = [g["lr"] for g in self.opt.param_groups]
+        base_lrs = self.base_lrs
         full = self.prev_topk is None and self.prev_positive is None
         t0, seen = time.perf_counter(), 0
         pending = []

@@ -127,15 +127,15 @@ def merge_row_grads(parts, world_size: int = 1, group=None):
         top = int(max(int(s) for s in sizes))
         h = gw.shape[1]
         pad = top - rows.numel()
-        packed = torch.cat([gw, gb[:, None], rows[:, None].to(gw.dtype)], 1)
-        packed = torch.cat([packed, packed.new_zeros((pad, h + 2))])
+        packed = torch.cat([torch.cat([gw, gb[:, None]], 1), gw.new_zeros((pad, h + 1))])
+        ids = torch.cat([rows, rows.new_zeros(pad)])
         bufs = [torch.empty_like(packed) for _ in range(world_size)]
+        id_bufs = [torch.empty_like(ids) for _ in range(world_size)]
         dist.all_gather(bufs, packed, group=group)
-        bufs = [b[:int(s)] for b, s in zip(bufs, sizes)]
-        allp = torch.cat(bufs)
-        rows = allp[:, h + 1].round().long()
-        gw, gb = allp[:, :h], allp[:, h]
-        gw, gb = gw / world_size, gb / world_size
+        dist.all_gather(id_bufs, ids, group=group)
+        allp = torch.cat([b[:int(n)] for b, n in zip(bufs, sizes)])
+        rows = torch.cat([b[:int(n)] for b, n in zip(id_bufs, sizes)])
+        gw, gb = allp[:, :h] / world_size, allp[:, h] / world_size
     uniq, inv = torch.unique(rows, return_inverse=True)
     if uniq.numel() == rows.numel():
         order = torch.empty_like(inv)
