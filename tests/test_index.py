@@ -150,7 +150,8 @@ def test_binary_tree_leaves_hold_half_to_all_of_max_leaf_size(delicious, max_lea
     assert tree.level_sizes[-2] == leaves and leaves == 2 ** int(np.ceil(np.log2(L / max_leaf_size)))
     sizes = np.bincount(tree.leaf_assignment(), minlength=leaves)
     # balanced: every leaf holds floor or ceil of L / leaves, and m / 2 < L / leaves <= m
-    assert sizes.min() == L // leaves and sizes.max() == -(-L // leaves) and max_leaf_size / 2 < L / leaves <= max_leaf_size
+    assert sizes.min() == L // leaves and sizes.max() == -(-L // leaves)
+    assert max_leaf_size / 2 < L / leaves <= max_leaf_size
     # the same binary splits as the full tree's first levels: same seed, same top-level clusters when B^1 == leaves
     if leaves == 16:
         full = build_label_tree(E, branching=16, max_leaf_size=max_leaf_size, seed=0, shape="full")

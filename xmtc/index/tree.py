@@ -191,12 +191,14 @@ def level_splits(n_labels: int, branching: int, max_leaf_size: int, shape: str =
     ``D`` that keep leaves within ``max_leaf_size``; leaves can end up far smaller than that bound
     (159 labels, B=16, m=100: 16 leaves of ~10 labels).
 
-    ``binary`` (Parabel's and PECOS's rule): the leaves are the smallest power of two ``P >= L / m``
-    (at least 2), i.e. a balanced binary tree split until its leaves hold at most ``m`` labels, so
-    a leaf holds ``L / P`` labels (rounded either way), with ``m / 2 < L / P <= m``; its binary levels are then grouped ``B`` at a time
-    from the bottom, and the top level takes what is left (``P / B^(D-1)`` children). 159 labels:
-    ``[2]`` (2 leaves of ~80); 1,994: ``[2, 16]`` (32 leaves of ~62); 25,147: ``[16, 16]``. With a
-    ``branching`` that is not a power of two the top level takes ``ceil(P / B^(D-1))``.
+    ``binary`` (PECOS's rule: ``HierarchicalKMeans.TrainParams.infer_binary_tree_depth`` in
+    ``pecos/xmc/base.py``, then ``ClusterChain.from_partial_chain``): the leaves are the smallest power
+    of two ``P >= L / m`` (at least 2), i.e. a balanced binary tree split until its leaves hold at most
+    ``m`` labels, so a leaf holds ``L / P`` labels (rounded either way), with ``m / 2 < L / P <= m``;
+    its binary levels are then grouped ``B`` at a time from the bottom, and the top level takes what is
+    left (``P / B^(D-1)`` children). 159 labels: ``[2]`` (2 leaves of ~80); 1,994: ``[2, 16]`` (32
+    leaves of ~62); 25,147: ``[16, 16]``. With a ``branching`` that is not a power of two the top level
+    takes ``ceil(P / B^(D-1))`` (PECOS would leave the top level's last group short instead).
     """
     if shape not in TREE_SHAPES:
         raise ConfigError(f"unknown tree shape {shape!r}; choose one of {', '.join(TREE_SHAPES)}")

@@ -10,7 +10,7 @@ yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``-
 (benchmarks/RESULTS.md, "XR-Linear accuracy against PECOS"):
 
 * Tree shape, the one systematic difference. PECOS makes the leaves the smallest power of two
-  ``>= L / max_leaf_size`` (a binary tree split until leaves hold at most 100 labels, as Parabel does)
+  ``>= L / max_leaf_size`` (a balanced binary tree split until its leaves hold at most 100 labels)
   and groups the binary levels 16 at a time; xmtc used to split 16-way at every level, so bibtex's
   159 labels got 16 leaves of ~10 labels where PECOS has 2 of ~80, and yso-finna-en-2k-20k
   [16, 256, 1994] where PECOS has [2, 32, 1994]. Over five tree seeds that cost 1.10 P@1 / 0.21 P@5 on
@@ -83,7 +83,7 @@ class XRLinearConfig(TfidfParams):
     branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
     max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
     tree_shape: str = param("binary", "Leaf clusters of the label tree: binary = the smallest power of two"
-                            " that keeps leaves within max_leaf_size (PECOS, Parabel), full = branching^depth.",
+                            " that keeps leaves within max_leaf_size (PECOS's rule), full = branching^depth.",
                             choices=("binary", "full"))
     kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
     n_trees: int = param(1, "Number of trees (differently seeded indexings) whose scores are averaged.",
