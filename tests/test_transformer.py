@@ -32,7 +32,7 @@ from xmtc.neural.shortlist import build_shortlist, children_csr  # noqa: E402
 from conftest import DATA, read_tsv_sample  # noqa: E402
 
 FAST = dict(max_leaf_size=20, branching=8, n_threads=2, batch_size=32, max_length=16, seed=0,
-            head_learning_rate=5e-3, learning_rate=1e-3)
+            head_learning_rate=5e-3, learning_rate=1e-3, matcher="neural")
 
 
 def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32, seed: int = 0,
