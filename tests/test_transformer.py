@@ -261,6 +261,39 @@ def test_neural_matcher_follows_its_heads_and_ignores_the_linear_matcher(fitted,
     np.testing.assert_array_equal(fitted.predict_topk(texts[:50], 5)[0], idx)
 
 
+def test_neural_matcher_explanation_equals_the_margins_computed_by_hand(fitted, sample):
+    """Matcher margins emb @ W[c] + b[c] up the cluster path plus the ranker's margin on [tfidf, emb]."""
+    _, (texts, _) = sample
+    expl = fitted.explain(texts[:3], k=3, n_terms=100_000)
+    assert len(fitted.rankers_.levels_) == 1  # the labels are the children of the matcher's clusters
+    level = fitted.rankers_.levels_[0]
+    W = level.to_weights().toarray().astype(np.float64)
+    n_tfidf = fitted.featurizer_.n_features_
+    emb = fitted.encode(texts[:3]).astype(np.float64)
+    X = fitted.transform(texts[:3]).toarray().astype(np.float64)
+    parents = []  # each matcher level's parent of every node, from its (n_parents, n_nodes) children matrix
+    for C in fitted.matcher_children_:
+        coo = C.tocoo()
+        parents.append(coo.row[np.argsort(coo.col)])
+    idx, sc = fitted.predict_topk(texts[:3], 3)
+    for i, row in enumerate(expl):
+        assert [e["label"] for e in row] == [fitted.labels_.names[j] for j in idx[i] if j >= 0]
+        for e in row:
+            j = fitted.labels_.index[e["label"]]
+            ranker = X[i] @ W[:-1, j] + level.bias * W[-1, j]
+            node, matcher, matcher_bias = int(level.parent_of[j]), 0.0, 0.0
+            for t, parent in zip(reversed(fitted.matcher_levels_), reversed(parents)):
+                Wm, bm = fitted.heads_[t]
+                matcher += emb[i] @ Wm[node].astype(np.float64) + float(bm[node])
+                matcher_bias += float(bm[node])
+                node = int(parent[node])
+            terms = {t["term"]: t["weight"] for t in e["terms"]}
+            assert e["margin"] == pytest.approx(ranker + matcher, rel=1e-4, abs=1e-5)
+            assert terms["[embedding]"] == pytest.approx(X[i, n_tfidf:] @ W[n_tfidf:-1, j] + matcher - matcher_bias,
+                                                         rel=1e-4, abs=1e-5)
+            assert sum(terms.values()) + e["bias"] == pytest.approx(e["margin"], rel=1e-4, abs=1e-5)
+
+
 def test_fine_tuning_beats_the_untrained_encoder(fitted, sample, encoder_dir, monkeypatch):
     """The same pipeline with every fine-tuning step skipped (encoder as loaded, heads as bootstrapped)."""
     import xmtc.neural.finetune as ft

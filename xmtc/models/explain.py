@@ -20,7 +20,10 @@ What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the ar
   mean of the trees' scores).
 * **XR-Transformer / X-Transformer**: the rankers see ``[tfidf, w * normalize(embedding)]``; the TF-IDF
   half is decomposed exactly as above and the embedding half is reported as one term,
-  ``"[embedding]"``, the summed contribution of all embedding dimensions.
+  ``"[embedding]"``, the summed contribution of all embedding dimensions. With ``matcher="neural"`` the
+  matcher's margins along the label's cluster path (``emb @ W_t[n_t] + b_t[n_t]``, all embedding) join
+  that term, their biases go to ``bias``, and ``margin`` sums matcher and ranker margins
+  (:func:`neural_label_contributions`).
 * **Ensembles** (:class:`~xmtc.models.ensemble.Ensemble`): the ensemble's top-k labels and scores; a
   term's weight is the members' weights for that label combined with the ensemble's member weights
   (a weighted mean of each member's exact path contributions, the label's path being explained in
@@ -94,6 +97,64 @@ def label_contributions(model, X_feat: sp.csr_matrix, labels_per_row: list[list[
     return out
 
 
+def _parents(children: sp.csr_matrix) -> np.ndarray:
+    """Parent of every node, from a (n_parents, n_nodes) 0/1 children matrix."""
+    coo = children.tocoo()
+    parent = np.zeros(children.shape[1], dtype=np.int64)
+    parent[coo.col] = coo.row
+    return parent
+
+
+def neural_label_contributions(model, texts, labels_per_row: list[list[int]]) -> list[list[dict]]:
+    """:func:`label_contributions` for a transformer model with ``matcher="neural"``.
+
+    The label's score multiplies the neural matcher's transformed margins along its cluster path
+    (``emb @ W_t[n_t] + b_t[n_t]``, all of the embedding) with the rankers' below it (on
+    ``[tfidf, embedding]``). The rankers' TF-IDF features are decomposed exactly; their embedding
+    columns and the matcher's margins (minus their biases) make the one ``[embedding]`` term; the
+    biases of both go to ``bias``; ``margin`` sums the matcher's and the rankers' margins.
+    """
+    from ..linear.explain import _parent_of, label_paths, path_contributions
+
+    name = term_namer(model)
+    emb = np.asarray(model.encode(texts), dtype=np.float32)
+    X_feat = sp.csr_matrix(model._concat(model.featurizer_.transform(texts), emb))
+    levels = model.rankers_.levels_
+    heads = [model.heads_[t] for t in model.matcher_levels_]
+    parents = [_parents(C) for C in model.matcher_children_]
+    out = []
+    for i, labels in enumerate(labels_per_row):
+        feats = X_feat.indices[X_feat.indptr[i]:X_feat.indptr[i + 1]].astype(np.int64)
+        vals = X_feat.data[X_feat.indptr[i]:X_feat.indptr[i + 1]]
+        labels = np.asarray(labels, dtype=np.int64)
+        res = path_contributions(levels, feats, vals, labels, model.post_processor)
+        node = _parent_of(levels[0])[label_paths(levels, labels)[:, 0]].astype(np.int64)
+        matcher_margin = np.zeros(labels.shape[0])
+        matcher_bias = np.zeros(labels.shape[0])
+        for (W, b), parent in zip(reversed(heads), reversed(parents)):
+            matcher_margin += np.asarray(W[node], dtype=np.float64) @ emb[i].astype(np.float64) + b[node]
+            matcher_bias += np.asarray(b[node], dtype=np.float64)
+            node = parent[node]
+        row = []
+        for r in range(labels.shape[0]):
+            weights: dict[str, float] = {}
+            for j, w in zip(feats.tolist(), res["contrib"][r].tolist()):
+                if w != 0.0:
+                    term = name(j)
+                    weights[term] = weights.get(term, 0.0) + w
+            weights[EMBEDDING_TERM] = weights.get(EMBEDDING_TERM, 0.0) + matcher_margin[r] - matcher_bias[r]
+            margin = float(res["margins"][r, res["used"]].sum() + matcher_margin[r])
+            row.append({"weights": weights, "margin": margin, "bias": float(res["bias"][r] + matcher_bias[r])})
+        out.append(row)
+    return out
+
+
+def _contributions(model, texts, X_feat, labels_per_row):
+    if getattr(model, "matcher", "linear") == "neural":
+        return neural_label_contributions(model, texts, labels_per_row)
+    return label_contributions(model, X_feat, labels_per_row)
+
+
 def _format(vocab, idx_row, score_row, contribs, n_terms: int) -> list[dict]:
     out = []
     for j, s, c in zip(idx_row, score_row, contribs):
@@ -108,11 +169,14 @@ def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict
     """:meth:`XRLinear.explain` (and the transformer methods'): see the module docstring."""
     k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
     model._check_fitted()
-    X_feat = model.transform(texts)
-    idx, scores = model._predict_features(X_feat, k)
-    idx, scores = model._calibrated(idx, scores)
+    if getattr(model, "matcher", "linear") == "neural":
+        X_feat = None
+        idx, scores = model.predict_topk(texts, k)  # calibrated when the model holds a calibration
+    else:
+        X_feat = model.transform(texts)
+        idx, scores = model._calibrated(*model._predict_features(X_feat, k))
     labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
-    contribs = label_contributions(model, X_feat, labels_per_row)
+    contribs = _contributions(model, texts, X_feat, labels_per_row)
     return [_format(model.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, contribs)]
 
 
@@ -127,7 +191,8 @@ def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dic
     for member, w in zip(ens.models, weights):
         if not hasattr(member, "models_"):
             raise ConfigError(f"cannot explain an ensemble member of type {type(member).__name__}")
-        parts = label_contributions(member, member.transform(texts), labels_per_row)
+        neural = getattr(member, "matcher", "linear") == "neural"
+        parts = _contributions(member, texts, None if neural else member.transform(texts), labels_per_row)
         for row_out, row_in in zip(combined, parts):
             for acc, c in zip(row_out, row_in):
                 for term, v in c["weights"].items():
