@@ -17,7 +17,6 @@ and scored, not asked which documents to label); random selection is the baselin
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
 import sys
@@ -33,13 +32,11 @@ DATA = HERE.parent.parent / "shared" / "data" / "yso-finna-en-2k-20k"
 
 
 def read_tsv(path: Path):
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            lab, text = line.rstrip("\n").split("\t", 1)
-            texts.append(text)
-            labels.append([x for x in lab.split(",") if x])
-    return texts, labels
+    """(texts, label lists) of a TSV data file, read by xmtc's own reader."""
+    from xmtc.data import formats
+
+    docs = formats.read_tsv(path)
+    return docs.texts, docs.labels
 
 
 def simulate(strategy: str, texts, labels, test, *, seed: int, start: int, rounds: int, batch: int,

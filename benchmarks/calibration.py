@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import gzip
 import json
 import os
 import sys
@@ -29,13 +28,11 @@ DATA = HERE.parent.parent / "shared" / "data"
 
 
 def read_tsv(path: Path):
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            lab, text = line.rstrip("\n").split("\t", 1)
-            texts.append(text)
-            labels.append([x for x in lab.split(",") if x])
-    return texts, labels
+    """(texts, label lists) of a TSV data file, read by xmtc's own reader."""
+    from xmtc.data import formats
+
+    docs = formats.read_tsv(path)
+    return docs.texts, docs.labels
 
 
 def main() -> None:

@@ -29,15 +29,7 @@ def normalize_rows(M, *, copy: bool = True):
     if sp.issparse(M):
         M = sp.csr_matrix(M, dtype=np.float32, copy=copy)
         M.sum_duplicates()
-        sq = np.square(M.data, dtype=np.float64)
-        counts = np.diff(M.indptr)
-        norms = np.zeros(M.shape[0], dtype=np.float64)
-        nonempty = counts > 0
-        norms[nonempty] = np.add.reduceat(sq, M.indptr[:-1][nonempty]) if sq.size else 0.0
-        scale = np.zeros_like(norms)
-        pos = norms > 0
-        scale[pos] = 1.0 / np.sqrt(norms[pos])
-        M.data *= np.repeat(scale, counts).astype(np.float32)
+        M.data *= np.repeat(_inverse_row_norms(M), np.diff(M.indptr))
         return M
     A = np.array(M, dtype=np.float32, copy=copy)
     if A.ndim != 2:
