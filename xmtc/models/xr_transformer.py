@@ -27,8 +27,10 @@ Matching and ranking (``matcher``):
   encodes, concatenates and calls ``concat_model.predict`` without the matcher's predictions), and
   what xmtc did before issue 9.
 
-Figures for both on yso-finna-en-2k-20k are in benchmarks/RESULTS.md ("XR-Transformer: neural vs
-linear matcher").
+``linear`` is the default for now: it is the configuration whose figures against PECOS are recorded
+(benchmarks/RESULTS.md, yso-finna-en-2k-20k and full yso-finna-en); the side-by-side run of both
+matchers ("XR-Transformer: neural vs linear matcher") could not be completed yet, and the default will
+follow whichever measures better.
 
 Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
 all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
