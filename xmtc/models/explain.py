@@ -105,7 +105,8 @@ def _parents(children: sp.csr_matrix) -> np.ndarray:
     return parent
 
 
-def neural_label_contributions(model, texts, labels_per_row: list[list[int]]) -> list[list[dict]]:
+def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
+                               labels_per_row: list[list[int]]) -> list[list[dict]]:
     """:func:`label_contributions` for a transformer model with ``matcher="neural"``.
 
     The label's score multiplies the neural matcher's transformed margins along its cluster path
@@ -117,8 +118,8 @@ def neural_label_contributions(model, texts, labels_per_row: list[list[int]]) ->
     from ..linear.explain import _parent_of, label_paths, path_contributions
 
     name = term_namer(model)
-    emb = np.asarray(model.encode(texts), dtype=np.float32)
-    X_feat = sp.csr_matrix(model._concat(model.featurizer_.transform(texts), emb))
+    emb = np.asarray(emb, dtype=np.float32)
+    X_feat = sp.csr_matrix(X_feat)
     levels = model.rankers_.levels_
     heads = [model.heads_[t] for t in model.matcher_levels_]
     parents = [_parents(C) for C in model.matcher_children_]
@@ -149,9 +150,17 @@ def neural_label_contributions(model, texts, labels_per_row: list[list[int]]) ->
     return out
 
 
-def _contributions(model, texts, X_feat, labels_per_row):
-    if getattr(model, "matcher", "linear") == "neural":
-        return neural_label_contributions(model, texts, labels_per_row)
+def _features(model, texts):
+    """``(features the rankers see, embeddings or None)``, each computed once."""
+    if getattr(model, "matcher", "linear") != "neural":
+        return model.transform(texts), None
+    emb = model.encode(texts)
+    return model._concat(model.featurizer_.transform(texts), emb), emb
+
+
+def _contributions(model, X_feat, emb, labels_per_row):
+    if emb is not None:
+        return neural_label_contributions(model, X_feat, emb, labels_per_row)
     return label_contributions(model, X_feat, labels_per_row)
 
 
@@ -169,14 +178,11 @@ def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict
     """:meth:`XRLinear.explain` (and the transformer methods'): see the module docstring."""
     k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
     model._check_fitted()
-    if getattr(model, "matcher", "linear") == "neural":
-        X_feat = None
-        idx, scores = model.predict_topk(texts, k)  # calibrated when the model holds a calibration
-    else:
-        X_feat = model.transform(texts)
-        idx, scores = model._calibrated(*model._predict_features(X_feat, k))
+    X_feat, emb = _features(model, texts)
+    raw = model._neural_predict(X_feat, emb, k) if emb is not None else model._predict_features(X_feat, k)
+    idx, scores = model._calibrated(*raw)
     labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
-    contribs = _contributions(model, texts, X_feat, labels_per_row)
+    contribs = _contributions(model, X_feat, emb, labels_per_row)
     return [_format(model.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, contribs)]
 
 
@@ -191,8 +197,7 @@ def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dic
     for member, w in zip(ens.models, weights):
         if not hasattr(member, "models_"):
             raise ConfigError(f"cannot explain an ensemble member of type {type(member).__name__}")
-        neural = getattr(member, "matcher", "linear") == "neural"
-        parts = _contributions(member, texts, None if neural else member.transform(texts), labels_per_row)
+        parts = _contributions(member, *_features(member, texts), labels_per_row)
         for row_out, row_in in zip(combined, parts):
             for acc, c in zip(row_out, row_in):
                 for term, v in c["weights"].items():

@@ -291,7 +291,10 @@ class _TransformerModel(XRLinear):
         self._check_fitted()
         texts = _check_texts(X)
         emb = self.encode(texts)
-        X_cat = self._concat(self.featurizer_.transform(texts), emb)
+        return self._neural_predict(self._concat(self.featurizer_.transform(texts), emb), emb, k)
+
+    def _neural_predict(self, X_cat: sp.csr_matrix, emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k of the neural matcher's beam on ``emb`` re-ranked on ``X_cat = [tfidf, embedding]``."""
         beam_ids, beam_sc = self._neural_beam(emb)
         return self.rankers_.predict_topk(X_cat, beam_ids, beam_sc, k, beam_size=self.beam_size,
                                           post_processor=self.post_processor)
