@@ -1,0 +1,380 @@
+"""APLC-XLNet's output layer (Ye et al., ICML'20): adaptive probabilistic label clusters.
+
+Labels are ordered by training frequency (most frequent first) and cut at ``c_0 < c_1 < ... < c_{C-1}``
+into a **head** (ranks ``[0, c_0)``) and C **tail clusters** ``V_i`` (ranks ``[c_{i-1}, c_i)``, the last
+ending at L). With the text representation ``x`` (d values: the encoder's summary token through
+``tanh(W_s h + b_s)`` and dropout, XLNet's sequence summary):
+
+* **head** -- ``u = W_h x`` scores the ``c_0`` head labels and one node per tail cluster (``c_0 + C``
+  logits, no bias by default);
+* **tail cluster i** (i = 1..C) -- the text is first projected to ``d_i = floor(d / div_value^i)``
+  values, ``t_i = ReLU(LayerNorm(P_i x))``, then scored against the cluster's labels:
+  ``z_ij = w_ij . t_i`` (no bias). Rarer clusters get smaller projections: fewer parameters and
+  less computation where there are few training examples;
+* **probabilities** (sigmoid, multi-label; not the softmax of adaptive softmax):
+  ``p(j) = sigmoid(u_j)`` for a head label, ``p(V_i) = sigmoid(u_{c_0+i})`` for a node, and
+  ``p(j) = p(V_i) * sigmoid(z_ij)`` for label j of tail cluster i.
+
+**Loss** (per text n, then the mean over the batch): binary cross-entropy over
+
+* every head label;
+* for each tail cluster holding a positive of n: every label of the cluster, on the product
+  probability ``p(V_i) * sigmoid(z_ij)`` (the node learns through the products; its own term is
+  dropped);
+* for each tail cluster without a positive of n: the node only, ``-log(1 - p(V_i))`` (the labels of
+  the cluster count as negatives through their node and are not scored);
+
+divided by the number of terms, ``N_n = c_0 + sum_i (|V_i| if n has a positive in V_i else 1)``.
+This is the loss of the reference code (huiyegit/APLC_XLNet, ``code/Adapative_label_clusters.py``,
+read for this module). The paper's full text was not reachable from our build machine (its abstract
+only), so these equations are read from that code; the paper's description we know (sigmoid label
+probabilities as node x conditional, clusters by frequency, d / div_value^i projections) agrees.
+
+**Cost of a step**: the head (``c_0 + C`` rows, every text: the method scores every head label) and,
+for each tail cluster, only the texts with a positive there times its ``|V_i|`` labels. A tail
+cluster's label matrix is a :class:`~xmtc.neural.heads.RowSparseHead` (``tail1``, ``tail2``, ...)
+gathered only in steps where some text of the batch has a positive in it; untouched clusters cost
+nothing (no gradient, no optimiser work). Their projections ``P_i`` and LayerNorms are small dense
+parameters.
+
+**Prediction** (scores are the probabilities above, in [0, 1]):
+
+* ``full`` (the reference): every label's probability, then the top k;
+* ``pruned`` (default): the head first, then tail clusters in decreasing node probability; since
+  ``p(j) <= p(V_i)`` for every label of ``V_i``, a cluster whose node probability is below the
+  text's current k-th best score cannot reach its top k and is skipped. Exact: the same top k as
+  ``full`` (tested), cheaper when the nodes are confident;
+* ``predict_beam = b > 0``: only each text's b most probable tail clusters are considered (a beam
+  over clusters; approximate when b < C, equal to ``full`` when b covers every cluster, tested).
+
+**Label split** (:func:`frequency_split`): the reference's run scripts cut the frequency-sorted labels
+into clusters of equal label counts, one tail cluster up to ~31k labels (EURLex, AmazonCat, Wiki10),
+two at 501k (Wiki500k), three at 670k (Amazon670k). Our default, ``n_tail = max(1, round(L /
+250,000))`` equal-count tail clusters beside an equal-count head, reproduces all five of those
+settings; ``cutoffs`` sets them explicitly and ``split="occurrences"`` cuts at equal shares of the
+label occurrences instead (a smaller head when labels are Zipf-distributed).
+
+Deviations from the reference code, and why:
+
+* **text representation**: the reference feeds XLNet's last token (its ``<cls>``; XLNet puts it at
+  the end) through a linear layer + tanh + dropout (XLNet's ``SequenceSummary``). Any encoder of
+  the core works here: ``pooling`` = ``last`` (the last attended token: XLNet's ``<cls>`` under the
+  core's right padding; ``auto`` picks it for XLNet), ``first`` (BERT's ``[CLS]``) or ``mean``
+  (masked mean, how sentence-transformers such as all-MiniLM-L6-v2 were trained); the summary
+  layer is kept.
+* **learning rates**: the reference trains the encoder (5e-5), the summary layer (1e-4) and APLC
+  (1e-3 to 2e-3) at three rates; the core has two: the encoder's and the network's
+  (``head_learning_rate``, which the summary layer shares), and tail label matrices use the core's
+  lazy Adam at the network's rate (same rule as Adam on the rows a step touches).
+* **numerics**: ``log p(j)`` of a tail label is ``logsigmoid(u) + logsigmoid(z)`` and ``log(1 - p)``
+  a stable log1mexp, instead of ``BCELoss`` on the product clamped at -100: the same loss away
+  from the clamp, no saturation when both factors are near 0 or 1.
+* **checkpoint choice**: the reference evaluates every saved checkpoint on the test set; the core
+  keeps the epoch with the best P@1 on a validation split cut from the training data.
+* **weight initialisation**: normal(0, 0.02) for every APLC matrix, as the reference's
+  ``init_weights``; seeded.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..errors import ConfigError, ModelFormatError
+from .e2e import LossOut, Network, mean_pooled
+from .heads import RowSparseHead
+
+POOLINGS = ("first", "last", "mean")
+SPLITS = ("labels", "occurrences")
+PREDICT_MODES = ("pruned", "full")
+_LN2 = math.log(2.0)
+
+
+# -- the label split ------------------------------------------------------------------------------------
+def default_tail_clusters(n_labels: int) -> int:
+    """Tail clusters by default: ``max(1, round(L / 250,000))`` (the reference's five settings)."""
+    return max(1, int(round(n_labels / 250_000)))
+
+
+def frequency_split(label_counts: np.ndarray, *, n_tail: int = 0, cutoffs: Sequence[int] | None = None,
+                    split: str = "labels") -> tuple[np.ndarray, np.ndarray]:
+    """``(order, bounds)``: label ids by decreasing training frequency (ties: smaller id first), and the
+    cluster boundaries in that order, ``[0, c_0, ..., c_{C-1}, L]`` (cluster 0 = the head).
+
+    ``cutoffs`` (increasing ranks in [1, L-1]) win; otherwise ``n_tail`` tail clusters (0 = the default
+    rule) cut at equal label counts (``split="labels"``, the reference's choice) or at equal shares of
+    the label occurrences (``"occurrences"``), each cluster keeping at least one label.
+    """
+    counts = np.asarray(label_counts, dtype=np.int64)
+    L = int(counts.size)
+    order = np.lexsort((np.arange(L), -counts)).astype(np.int64)
+    if cutoffs:
+        cut = [int(c) for c in cutoffs]
+        if any(b <= a for a, b in zip(cut, cut[1:])) or cut[0] < 1 or cut[-1] > L - 1:
+            raise ConfigError(f"cutoffs must be increasing label ranks between 1 and {L - 1} (L = {L}), got {cut}")
+    else:
+        if split not in SPLITS:
+            raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
+        n_tail = int(n_tail) or default_tail_clusters(L)
+        n_parts = n_tail + 1
+        if L < n_parts:
+            raise ConfigError(f"{L} labels cannot be cut into a head and {n_tail} tail clusters")
+        if split == "labels":
+            cut = [(L * j) // n_parts for j in range(1, n_parts)]
+        else:
+            mass = np.cumsum(counts[order].astype(np.float64))
+            total = float(mass[-1]) if L else 0.0
+            cut = []
+            for j in range(1, n_parts):
+                c = int(np.searchsorted(mass, total * j / n_parts, side="left")) + 1 if total > 0 else (L * j) // n_parts
+                lo = (cut[-1] + 1) if cut else 1
+                hi = L - (n_parts - j)          # leave one label for every later cluster
+                cut.append(min(max(c, lo), hi))
+    return order, np.array([0, *cut, L], dtype=np.int64)
+
+
+def parse_cutoffs(text: str) -> list[int]:
+    """``"997,1500"`` -> ``[997, 1500]`` (empty text: none)."""
+    text = (text or "").strip()
+    if not text:
+        return []
+    try:
+        return [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ConfigError(f"cutoffs must be comma-separated whole numbers, got {text!r}") from None
+
+
+def log1mexp(a):
+    """``log(1 - exp(a))`` for ``a <= 0``, accurate at both ends, finite gradients (a is clamped just
+    below 0, where the loss would be infinite)."""
+    a = a.clamp(max=-1e-30)
+    near = a > -_LN2
+    hi = torch.where(near, a, torch.full_like(a, -1.0))
+    lo = torch.where(near, torch.full_like(a, -1.0), a)
+    return torch.where(near, torch.log(-torch.expm1(hi)), torch.log1p(-torch.exp(lo)))
+
+
+def _normal_(t, std: float, g: torch.Generator) -> None:
+    with torch.no_grad():
+        t.copy_(torch.randn(t.shape, generator=g) * std)
+
+
+class APLCNetwork(Network):
+    """Summary layer + APLC head and tail clusters (see the module docstring)."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray, hidden_size: int, *, summary_size: int = 0,
+                 div_value: float = 2.0, pooling: str = "mean", dropout: float = 0.1, head_bias: bool = False,
+                 predict_mode: str = "pruned", predict_beam: int = 0, seed: int = 0):
+        super().__init__()
+        self.order = np.asarray(order, dtype=np.int64)
+        self.bounds = np.asarray(bounds, dtype=np.int64)
+        L = int(self.order.size)
+        if self.bounds.ndim != 1 or self.bounds.size < 3 or self.bounds[0] != 0 or self.bounds[-1] != L \
+                or np.any(np.diff(self.bounds) <= 0):
+            raise ConfigError(f"cluster bounds {self.bounds.tolist()} must rise strictly from 0 to {L}")
+        if pooling not in POOLINGS:
+            raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        if predict_mode not in PREDICT_MODES:
+            raise ConfigError(f"predict_mode must be one of {', '.join(PREDICT_MODES)}, got {predict_mode!r}")
+        self.n_labels = L
+        self.rank = np.empty(L, dtype=np.int64)
+        self.rank[self.order] = np.arange(L)
+        self.n_head = int(self.bounds[1])
+        self.n_tail = int(self.bounds.size - 2)
+        self.hidden_size = int(hidden_size)
+        self.summary_size = int(summary_size) or self.hidden_size
+        self.div_value, self.pooling, self.dropout_p = float(div_value), pooling, float(dropout)
+        self.head_bias = bool(head_bias)
+        self.predict_mode, self.predict_beam = predict_mode, int(predict_beam)
+        d = self.summary_size
+        self.tail_dims = [int(d // (self.div_value ** i)) for i in range(1, self.n_tail + 1)]
+        if min(self.tail_dims) < 1:
+            raise ConfigError(f"div_value {div_value} leaves tail cluster {self.tail_dims.index(min(self.tail_dims)) + 1}"
+                              f" a projection of {min(self.tail_dims)} values (d = {d}); lower div_value")
+        g = torch.Generator().manual_seed(seed)
+        self.summary = torch.nn.Linear(self.hidden_size, d)
+        self.dropout = torch.nn.Dropout(self.dropout_p)
+        self.head = torch.nn.Linear(d, self.n_head + self.n_tail, bias=self.head_bias)
+        self.tail_proj = torch.nn.ModuleList()
+        for d_i in self.tail_dims:
+            self.tail_proj.append(torch.nn.Sequential(torch.nn.Linear(d, d_i, bias=False), torch.nn.LayerNorm(d_i),
+                                                      torch.nn.ReLU()))
+        for lin in [self.summary, self.head] + [p[0] for p in self.tail_proj]:
+            _normal_(lin.weight, 0.02, g)
+            if lin.bias is not None:
+                torch.nn.init.zeros_(lin.bias)
+        for i, d_i in enumerate(self.tail_dims, start=1):
+            n_i = int(self.bounds[i + 1] - self.bounds[i])
+            w = (torch.randn(n_i, d_i, generator=g) * 0.02).numpy()
+            self.sparse_heads[f"tail{i}"] = RowSparseHead(w, np.zeros(n_i, dtype=np.float32))
+        self._order_t = torch.from_numpy(self.order)
+
+    # -- representation -------------------------------------------------------------------------------
+    def text_representation(self, hidden_states, attention_mask):
+        h = hidden_states[-1]
+        if self.pooling == "first":
+            v = h[:, 0]
+        elif self.pooling == "last":  # the last attended token (XLNet's <cls> under right padding)
+            last = attention_mask.long().sum(1).clamp_min(1) - 1
+            v = h[torch.arange(h.shape[0], device=h.device), last]
+        else:
+            v = mean_pooled(h, attention_mask)
+        return self.dropout(torch.tanh(self.summary(v)))
+
+    def _tail_logits(self, i: int, x, w):
+        """Logits (n, |V_i|) of tail cluster i (1-based) for representations x (n, d) and its label rows w."""
+        t = self.tail_proj[i - 1](x)
+        return t @ w.to(t.dtype).t()
+
+    # -- training -------------------------------------------------------------------------------------
+    def batch_targets(self, Y: sp.csr_matrix):
+        """Positives of a batch in rank space: ``(rows, ranks, cluster)`` int64 arrays, cluster 0 = head."""
+        Y = sp.csr_matrix(Y)
+        rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))
+        ranks = self.rank[Y.indices]
+        cluster = np.searchsorted(self.bounds, ranks, side="right") - 1
+        return rows, ranks, cluster
+
+    def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:
+        B = rep.shape[0]
+        dev = rep.device
+        rows, ranks, cluster = self.batch_targets(Y)
+        u = self.head(rep).float()                                   # (B, c_0 + C)
+        head_t = np.zeros((B, self.n_head), dtype=np.float32)
+        sel = cluster == 0
+        head_t[rows[sel], ranks[sel]] = 1.0
+        per_text = torch.nn.functional.binary_cross_entropy_with_logits(
+            u[:, :self.n_head], torch.from_numpy(head_t).to(dev), reduction="none").sum(1)
+        touched = np.zeros((B, self.n_tail), dtype=bool)
+        touched[rows[~sel], cluster[~sel] - 1] = True
+        touched_t = torch.from_numpy(touched).to(dev)
+        nodes = u[:, self.n_head:]
+        # clusters without a positive: the node alone, -log(1 - sigmoid(u)) = softplus(u)
+        node_loss = (torch.nn.functional.softplus(nodes) * (~touched_t)).sum(1)
+        sizes = np.diff(self.bounds)[1:]
+        n_terms = self.n_head + np.where(touched, sizes[None, :], 1).sum(1)
+        tail_loss = torch.zeros(B, device=dev)
+        used = []
+        for i in range(1, self.n_tail + 1):
+            docs = np.flatnonzero(touched[:, i - 1])
+            if docs.size == 0:
+                continue
+            name = f"tail{i}"
+            head = self.sparse_heads[name]
+            n_i, lo = int(sizes[i - 1]), int(self.bounds[i])
+            hb = head.gather(torch.arange(n_i, device=head.weight.device)[None, :])
+            used.append((name, hb))
+            docs_t = torch.from_numpy(docs).to(dev)
+            z = self._tail_logits(i, rep.index_select(0, docs_t), hb.w).float()      # (n, |V_i|)
+            target = np.zeros((docs.size, n_i), dtype=np.float32)
+            pos = cluster == i
+            local = np.searchsorted(docs, rows[pos])
+            target[local, ranks[pos] - lo] = 1.0
+            target_t = torch.from_numpy(target).to(dev)
+            logp = torch.nn.functional.logsigmoid(nodes.index_select(0, docs_t)[:, i - 1:i]) \
+                + torch.nn.functional.logsigmoid(z)
+            bce = -(target_t * logp + (1.0 - target_t) * log1mexp(logp)).sum(1)
+            tail_loss = tail_loss.index_add(0, docs_t, bce)
+        total = (per_text + node_loss + tail_loss) / torch.from_numpy(n_terms.astype(np.float32)).to(dev)
+        loss = total.mean()
+        return LossOut(loss, used, {"head": float((per_text / self.n_head).mean().detach()),
+                                    "touched_clusters": float(touched.any(0).sum())})
+
+    # -- prediction -----------------------------------------------------------------------------------
+    def label_probabilities(self, rep):
+        """(B, L) probability of every label, columns in label-id order (the reference's prediction)."""
+        P = torch.sigmoid(self.head(rep).float())
+        parts = [P[:, :self.n_head]]
+        for i in range(1, self.n_tail + 1):
+            w = self.sparse_heads[f"tail{i}"].weight
+            parts.append(P[:, self.n_head + i - 1:self.n_head + i] * torch.sigmoid(self._tail_logits(i, rep, w).float()))
+        by_rank = torch.cat(parts, 1)
+        out = torch.empty_like(by_rank)
+        out[:, self._order_t.to(out.device)] = by_rank
+        return out
+
+    def predict(self, rep, k: int):
+        """Top-k label ids (B, k) and probabilities, best first; -1 / 0 padding past the L labels."""
+        if self.predict_mode == "full":
+            P = self.label_probabilities(rep)
+            kk = min(k, P.shape[1])
+            sc, idx = torch.topk(P, kk, dim=1)
+            return self._pad(idx, sc, k)
+        return self._predict_clusters(rep, k)
+
+    @staticmethod
+    def _pad(idx, sc, k: int):
+        if idx.shape[1] < k:
+            B = idx.shape[0]
+            idx = torch.cat([idx, idx.new_full((B, k - idx.shape[1]), -1)], 1)
+            sc = torch.cat([sc, sc.new_zeros((B, k - sc.shape[1]))], 1)
+        return idx, sc
+
+    def _predict_clusters(self, rep, k: int):
+        """Head first, then the tail clusters a text's beam allows, skipping those that cannot enter its
+        top k (``p(j) <= p(V_i)``); works in rank space, maps to label ids at the end."""
+        B, dev = rep.shape[0], rep.device
+        P = torch.sigmoid(self.head(rep).float())
+        nodes = P[:, self.n_head:]
+        kk = min(k, self.n_head)
+        best_s, best_i = torch.topk(P[:, :self.n_head], kk, dim=1)
+        if kk < k:
+            best_s = torch.cat([best_s, best_s.new_full((B, k - kk), -1.0)], 1)
+            best_i = torch.cat([best_i, best_i.new_full((B, k - kk), -1)], 1)
+        allowed = torch.ones_like(nodes, dtype=torch.bool)
+        if 0 < self.predict_beam < self.n_tail:
+            allowed = torch.zeros_like(allowed)
+            allowed.scatter_(1, torch.topk(nodes, self.predict_beam, dim=1).indices, True)
+        for i in (torch.argsort(nodes.sum(0), descending=True) + 1).tolist():
+            sel = allowed[:, i - 1] & (nodes[:, i - 1] >= best_s[:, -1])
+            docs = torch.nonzero(sel).flatten()
+            if docs.numel() == 0:
+                continue
+            w = self.sparse_heads[f"tail{i}"].weight
+            p = nodes.index_select(0, docs)[:, i - 1:i] * torch.sigmoid(
+                self._tail_logits(i, rep.index_select(0, docs), w).float())
+            lo = int(self.bounds[i])
+            top_p, top_j = torch.topk(p, min(k, p.shape[1]), dim=1)
+            s = torch.cat([best_s.index_select(0, docs), top_p], 1)
+            j = torch.cat([best_i.index_select(0, docs), top_j + lo], 1)
+            s, pos = torch.topk(s, k, dim=1)
+            best_s[docs], best_i[docs] = s, torch.gather(j, 1, pos)
+        pad = best_i < 0
+        idx = self._order_t.to(dev)[best_i.clamp_min(0)].masked_fill(pad, -1)
+        return idx, best_s.masked_fill(pad, 0.0)
+
+    # -- persistence ----------------------------------------------------------------------------------
+    def meta(self) -> dict:
+        return {"n_labels": self.n_labels, "hidden_size": self.hidden_size, "summary_size": self.summary_size,
+                "div_value": self.div_value, "pooling": self.pooling, "dropout": self.dropout_p,
+                "head_bias": self.head_bias, "predict_mode": self.predict_mode, "predict_beam": self.predict_beam}
+
+    def structure_arrays(self) -> dict[str, np.ndarray]:
+        return {"order": self.order, "bounds": self.bounds}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict, *, source: str = "model", hidden_size: int | None = None):
+        try:
+            order = np.asarray(arrays["order"], dtype=np.int64)
+            bounds = np.asarray(arrays["bounds"], dtype=np.int64)
+            hs, n_labels = int(meta["hidden_size"]), int(meta["n_labels"])
+            kw = dict(summary_size=int(meta["summary_size"]), div_value=float(meta["div_value"]),
+                      pooling=str(meta["pooling"]), dropout=float(meta["dropout"]),
+                      head_bias=bool(meta["head_bias"]), predict_mode=str(meta["predict_mode"]),
+                      predict_beam=int(meta["predict_beam"]))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFormatError(f"{source}: APLC network lacks {exc}") from None
+        if hidden_size is not None and hs != hidden_size:
+            raise ModelFormatError(f"{source}: network built for hidden size {hs}, the encoder has {hidden_size}")
+        if order.ndim != 1 or order.size != n_labels or not np.array_equal(np.sort(order), np.arange(n_labels)):
+            raise ModelFormatError(f"{source}: 'order' is not a permutation of the {n_labels} labels")
+        try:
+            net = cls(order, bounds, hs, **kw)
+        except ConfigError as exc:
+            raise ModelFormatError(f"{source}: {exc}") from None
+        net.load_dense_sparse(arrays, source)
+        return net
