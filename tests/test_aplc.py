@@ -22,7 +22,7 @@ from xmtc.neural.aplc import APLCNetwork, default_tail_clusters, frequency_split
 
 from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
-FAST = dict(max_length=16, epochs=3, batch_size=32, learning_rate=1e-3, head_learning_rate=1e-2, n_threads=2,
+FAST = dict(max_length=16, epochs=3, batch_size=32, learning_rate=1e-3, head_learning_rate=1e-2, n_threads=1,
             seed=0, valid_size=0.1)
 
 
@@ -93,7 +93,7 @@ def test_loss_equals_the_normalised_bce_of_the_reference_on_a_hand_computed_case
              - math.log(0.5 * sig(2)) - math.log(1 - 0.5 * sig(-1))) / 4   # 2 head + 2 tail labels
     text1 = (-math.log(sig(1)) - math.log(1 - sig(-2))
              - math.log(1 - 0.5)) / 3                                       # 2 head labels + the node
-    assert float(out.loss) == pytest.approx((text0 + text1) / 2, rel=1e-5)
+    assert float(out.loss.detach()) == pytest.approx((text0 + text1) / 2, rel=1e-5)
     assert [name for name, _ in out.rows] == ["tail1"]
     out.loss.backward()
     assert out.rows[0][1].w.grad is not None and out.rows[0][1].w.grad.abs().sum() > 0
@@ -168,13 +168,14 @@ def test_a_narrow_beam_scores_only_each_texts_best_clusters():
     assert not torch.equal(idx, full)                     # with 4 clusters, a beam of 1 does miss labels
 
 
-# -- the estimator on a tiny random BERT ------------------------------------------------------------------
+# -- the estimator on a tiny random BERT (n_threads 1: the suite shares the machine) ------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def sample():
-    d = DATA / "yso-finna-en-2k-20k"
+    """Reuters newswire: 90 Zipf-distributed labels (APLC's case: a few frequent ones, many rare)."""
+    d = DATA / "reuters21578-apte90"
     if not d.exists():
         pytest.skip("shared data not available")
-    return read_tsv_sample(d / "train.txt.gz", 600), read_tsv_sample(d / "test.txt.gz", 200)
+    return read_tsv_sample(d / "train.txt.gz", 400), read_tsv_sample(d / "test.txt.gz", 200)
 
 
 @pytest.fixture(scope="module")
@@ -248,11 +249,11 @@ def test_cli_train_method_aplc(sample, encoder_dir, tmp_path, capsys):
     test = tmp_path / "test.tsv"
     test.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test_texts[:50], test_labels[:50])))
     assert main(["train", str(train), "-o", str(tmp_path / "a"), "--method", "aplc", "--encoder", str(encoder_dir),
-                 "--max-length", "16", "--epochs", "1", "--cutoffs", "40", "--div-value", "4", "-q"]) == 0
+                 "--max-length", "16", "--epochs", "1", "--cutoffs", "10", "--div-value", "4", "-q"]) == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
-    assert manifest["method"] == "aplc" and manifest["params"]["cutoffs"] == "40"
+    assert manifest["method"] == "aplc" and manifest["params"]["cutoffs"] == "10"
     model = xmtc.load(tmp_path / "a")
-    assert model.network_.bounds[1] == 40 and model.network_.tail_dims == [8]     # 32 / 4
+    assert model.network_.bounds[1] == 10 and model.network_.tail_dims == [8]     # 32 / 4
     assert main(["predict", str(tmp_path / "a"), str(test), "-k", "3", "-q"]) == 0
     rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     assert len(rows) == 50 and all(len(r["labels"]) == 3 for r in rows)
