@@ -71,7 +71,7 @@ def main(argv=None) -> int:
     params.update(json.loads(args.params))
     load_start = os.getloadavg()
     t0 = time.perf_counter()
-    model = xmtc.APLC(**params).fit(*train, progress=False)
+    model = xmtc.APLC(**params).fit(*train, progress=True)
     train_s = time.perf_counter() - t0
     result = {"dataset": args.dataset, "n_train": len(train[0]), "n_test": len(test[0]), "params": model.get_params(),
               "train_s": round(train_s, 2), "loadavg_train_start": load_start, "loadavg_train_end": os.getloadavg(),

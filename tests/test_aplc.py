@@ -143,7 +143,7 @@ def test_pruned_and_full_beam_predictions_equal_scoring_every_label(monkeypatch)
     ref_s, ref_i = torch.topk(P, k, dim=1)
     scored = []
     real = APLCNetwork._tail_logits
-    monkeypatch.setattr(APLCNetwork, "_tail_logits", lambda self, i, r, w: scored.append(r.shape[0]) or real(self, i, r, w))
+    monkeypatch.setattr(APLCNetwork, "_tail_logits", lambda self, i, r, w, b=None: scored.append(r.shape[0]) or real(self, i, r, w, b))
     for beam in (0, 4, 9):                                    # 0 = every cluster; 4 = C clusters; 9 > C
         net.predict_mode, net.predict_beam = "pruned", beam
         scored.clear()

@@ -24,6 +24,9 @@ from .end_to_end import EndToEndModel, EndToEndParams
 class APLCConfig(EndToEndParams):
     """APLC-XLNet: an encoder with adaptive probabilistic label clusters as its output layer."""
 
+    epochs: int = param(4, "Passes over the training texts.", minimum=1)
+    learning_rate: float = param(1e-4, "AdamW learning rate of the encoder (peak, after warm-up).", minimum=0.0,
+                                 exclusive_minimum=True)
     head_learning_rate: float = param(2e-3, "Learning rate of the summary layer and the label clusters (AdamW"
                                       " on the dense ones, lazy Adam on the tail label matrices; the"
                                       " reference's APLC rate is 1e-3 to 2e-3).", minimum=0.0,
@@ -45,7 +48,9 @@ class APLCConfig(EndToEndParams):
                          choices=("auto", "first", "last", "mean"))
     dropout: float = param(0.1, "Dropout after the summary layer (XLNet's summary_last_dropout).", minimum=0.0,
                            maximum=0.95)
-    head_bias: bool = param(False, "Bias on the head's label and node logits (the reference: none).")
+    bias: bool = param(True, "Biases on the head's labels and nodes and on the tail labels, started at the log-odds"
+                       " of their training frequencies (false = the reference: no biases, all probabilities start"
+                       " at 0.5 and learn slowly; see xmtc.neural.aplc).")
     predict_mode: str = param("pruned", "pruned: score tail clusters only where they can still enter the top k"
                               " (exact, same top k as full); full: score every label (the reference).",
                               choices=("pruned", "full"))
@@ -81,10 +86,12 @@ class APLC(EndToEndModel):
         counts = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
         order, bounds = frequency_split(counts, n_tail=cfg.n_tail_clusters, cutoffs=parse_cutoffs(cfg.cutoffs),
                                         split=cfg.split)
-        return APLCNetwork(order, bounds, encoder.config.hidden_size, summary_size=cfg.summary_size,
+        net = APLCNetwork(order, bounds, encoder.config.hidden_size, summary_size=cfg.summary_size,
                            div_value=cfg.div_value, pooling=resolve_pooling(cfg.pooling, encoder),
-                           dropout=cfg.dropout, head_bias=cfg.head_bias, predict_mode=cfg.predict_mode,
+                           dropout=cfg.dropout, bias=cfg.bias, predict_mode=cfg.predict_mode,
                            predict_beam=cfg.predict_beam, seed=cfg.seed)
+        net.set_prior(Y)
+        return net
 
     def _network_class(self):
         from ..neural.aplc import APLCNetwork

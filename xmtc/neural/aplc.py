@@ -167,7 +167,7 @@ class APLCNetwork(Network):
     """Summary layer + APLC head and tail clusters (see the module docstring)."""
 
     def __init__(self, order: np.ndarray, bounds: np.ndarray, hidden_size: int, *, summary_size: int = 0,
-                 div_value: float = 2.0, pooling: str = "mean", dropout: float = 0.1, head_bias: bool = False,
+                 div_value: float = 2.0, pooling: str = "mean", dropout: float = 0.1, bias: bool = False,
                  predict_mode: str = "pruned", predict_beam: int = 0, seed: int = 0):
         super().__init__()
         self.order = np.asarray(order, dtype=np.int64)
@@ -188,7 +188,7 @@ class APLCNetwork(Network):
         self.hidden_size = int(hidden_size)
         self.summary_size = int(summary_size) or self.hidden_size
         self.div_value, self.pooling, self.dropout_p = float(div_value), pooling, float(dropout)
-        self.head_bias = bool(head_bias)
+        self.bias = bool(bias)
         self.predict_mode, self.predict_beam = predict_mode, int(predict_beam)
         d = self.summary_size
         self.tail_dims = [int(d // (self.div_value ** i)) for i in range(1, self.n_tail + 1)]
@@ -198,7 +198,7 @@ class APLCNetwork(Network):
         g = torch.Generator().manual_seed(seed)
         self.summary = torch.nn.Linear(self.hidden_size, d)
         self.dropout = torch.nn.Dropout(self.dropout_p)
-        self.head = torch.nn.Linear(d, self.n_head + self.n_tail, bias=self.head_bias)
+        self.head = torch.nn.Linear(d, self.n_head + self.n_tail, bias=self.bias)
         self.tail_proj = torch.nn.ModuleList()
         for d_i in self.tail_dims:
             self.tail_proj.append(torch.nn.Sequential(torch.nn.Linear(d, d_i, bias=False), torch.nn.LayerNorm(d_i),
@@ -225,10 +225,38 @@ class APLCNetwork(Network):
             v = mean_pooled(h, attention_mask)
         return self.dropout(torch.tanh(self.summary(v)))
 
-    def _tail_logits(self, i: int, x, w):
-        """Logits (n, |V_i|) of tail cluster i (1-based) for representations x (n, d) and its label rows w."""
+    def _tail_logits(self, i: int, x, w, b=None):
+        """Logits (n, |V_i|) of tail cluster i (1-based) for representations x (n, d), its label rows w and
+        biases b (used only with ``bias``; the reference's layer has none)."""
         t = self.tail_proj[i - 1](x)
-        return t @ w.to(t.dtype).t()
+        z = t @ w.to(t.dtype).t()
+        return z + b.to(z.dtype) if self.bias and b is not None else z
+
+    def set_prior(self, Y: sp.csr_matrix) -> None:
+        """With ``bias``: start every bias at the log-odds of its training frequency -- a head label's or
+        a node's share of the texts ``Y`` (a node: texts with a positive in its cluster), a tail label's
+        share of the texts with a positive in its cluster. The untrained model then predicts the label
+        frequencies instead of 0.5 everywhere, and training does not spend its first epochs pushing
+        every logit down one learning-rate step at a time (measured in the module docstring)."""
+        if not self.bias:
+            return
+        Y = sp.csr_matrix(Y)
+        n = max(Y.shape[0], 1)
+        rows, ranks, cluster = self.batch_targets(Y)
+        count = np.bincount(ranks, minlength=self.n_labels).astype(np.float64)
+        touched = np.zeros((Y.shape[0], self.n_tail), dtype=bool)
+        touched[rows[cluster > 0], cluster[cluster > 0] - 1] = True
+        in_cluster = touched.sum(0).astype(np.float64)
+
+        def logodds(f):
+            f = np.clip(f, 1e-5, 1 - 1e-5)
+            return torch.from_numpy(np.log(f / (1 - f)).astype(np.float32))
+
+        with torch.no_grad():
+            self.head.bias.copy_(logodds(np.concatenate([count[:self.n_head] / n, in_cluster / n])))
+            for i in range(1, self.n_tail + 1):
+                lo, hi = int(self.bounds[i]), int(self.bounds[i + 1])
+                self.sparse_heads[f"tail{i}"].bias.copy_(logodds(count[lo:hi] / max(in_cluster[i - 1], 1.0)))
 
     # -- training -------------------------------------------------------------------------------------
     def batch_targets(self, Y: sp.csr_matrix):
@@ -269,7 +297,7 @@ class APLCNetwork(Network):
             hb = head.gather(torch.arange(n_i, device=head.weight.device)[None, :])
             used.append((name, hb))
             docs_t = torch.from_numpy(docs).to(dev)
-            z = self._tail_logits(i, rep.index_select(0, docs_t), hb.w).float()      # (n, |V_i|)
+            z = self._tail_logits(i, rep.index_select(0, docs_t), hb.w, hb.b).float()      # (n, |V_i|)
             target = np.zeros((docs.size, n_i), dtype=np.float32)
             pos = cluster == i
             local = np.searchsorted(docs, rows[pos])
@@ -290,8 +318,9 @@ class APLCNetwork(Network):
         P = torch.sigmoid(self.head(rep).float())
         parts = [P[:, :self.n_head]]
         for i in range(1, self.n_tail + 1):
-            w = self.sparse_heads[f"tail{i}"].weight
-            parts.append(P[:, self.n_head + i - 1:self.n_head + i] * torch.sigmoid(self._tail_logits(i, rep, w).float()))
+            h = self.sparse_heads[f"tail{i}"]
+            parts.append(P[:, self.n_head + i - 1:self.n_head + i]
+                         * torch.sigmoid(self._tail_logits(i, rep, h.weight, h.bias).float()))
         by_rank = torch.cat(parts, 1)
         out = torch.empty_like(by_rank)
         out[:, self._order_t.to(out.device)] = by_rank
@@ -334,9 +363,9 @@ class APLCNetwork(Network):
             docs = torch.nonzero(sel).flatten()
             if docs.numel() == 0:
                 continue
-            w = self.sparse_heads[f"tail{i}"].weight
+            h = self.sparse_heads[f"tail{i}"]
             p = nodes.index_select(0, docs)[:, i - 1:i] * torch.sigmoid(
-                self._tail_logits(i, rep.index_select(0, docs), w).float())
+                self._tail_logits(i, rep.index_select(0, docs), h.weight, h.bias).float())
             lo = int(self.bounds[i])
             top_p, top_j = torch.topk(p, min(k, p.shape[1]), dim=1)
             s = torch.cat([best_s.index_select(0, docs), top_p], 1)
@@ -351,7 +380,7 @@ class APLCNetwork(Network):
     def meta(self) -> dict:
         return {"n_labels": self.n_labels, "hidden_size": self.hidden_size, "summary_size": self.summary_size,
                 "div_value": self.div_value, "pooling": self.pooling, "dropout": self.dropout_p,
-                "head_bias": self.head_bias, "predict_mode": self.predict_mode, "predict_beam": self.predict_beam}
+                "bias": self.bias, "predict_mode": self.predict_mode, "predict_beam": self.predict_beam}
 
     def structure_arrays(self) -> dict[str, np.ndarray]:
         return {"order": self.order, "bounds": self.bounds}
@@ -364,7 +393,7 @@ class APLCNetwork(Network):
             hs, n_labels = int(meta["hidden_size"]), int(meta["n_labels"])
             kw = dict(summary_size=int(meta["summary_size"]), div_value=float(meta["div_value"]),
                       pooling=str(meta["pooling"]), dropout=float(meta["dropout"]),
-                      head_bias=bool(meta["head_bias"]), predict_mode=str(meta["predict_mode"]),
+                      bias=bool(meta["bias"]), predict_mode=str(meta["predict_mode"]),
                       predict_beam=int(meta["predict_beam"]))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFormatError(f"{source}: APLC network lacks {exc}") from None
