@@ -111,6 +111,25 @@ def test_only_the_tail_clusters_a_batch_touches_are_gathered():
     assert [n for n, _ in rows] == ["tail2"] and rows[0][1].w.shape == (10, 2)   # d / 2^2 = 2
 
 
+def test_prior_biases_start_every_probability_at_its_training_frequency():
+    # 5 labels, ids = ranks; head = labels 0-1, one tail cluster = labels 2-4; 4 texts
+    Y = sp.csr_matrix(np.array([[1, 0, 1, 0, 0],
+                                [1, 1, 0, 0, 0],
+                                [0, 0, 1, 1, 0],
+                                [1, 0, 0, 0, 0]], dtype=np.float32))
+    net = APLCNetwork(np.arange(5), np.array([0, 2, 5]), 4, bias=True)
+    with torch.no_grad():                 # zero weights: the probabilities are the biases alone
+        for p in net.parameters():
+            if p.ndim == 2:
+                p.zero_()
+        net.sparse_heads["tail1"].weight.zero_()
+    net.set_prior(Y)
+    P = net.eval().label_probabilities(torch.zeros(1, 4))[0]
+    # head: 3/4 and 1/4 of the texts; node: 2 of 4 texts touch the tail; tail labels: 2, 1, 0 of those 2
+    expected = [0.75, 0.25, 0.5 * 1.0, 0.5 * 0.5, 0.5 * 0.0]
+    assert P.tolist() == pytest.approx(expected, abs=1e-4)
+
+
 def test_log1mexp_matches_the_definition_and_stays_finite():
     a = torch.tensor([-1e-6, -0.1, -0.69, -0.7, -3.0, -40.0], dtype=torch.float64, requires_grad=True)
     y = log1mexp(a)
@@ -186,7 +205,9 @@ def encoder_dir(sample, tmp_path_factory):
 @pytest.fixture(scope="module")
 def fitted(sample, encoder_dir):
     (texts, labels), _ = sample
-    return xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, **FAST).fit(texts, labels, progress=False)
+    # bias=False is the reference's layer: every probability starts at 0.5, so the loss has far to fall
+    return xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, bias=False, **FAST).fit(texts, labels,
+                                                                                       progress=False)
 
 
 def test_loss_decreases_and_the_split_follows_the_training_frequencies(fitted, sample):
@@ -214,7 +235,8 @@ def test_trained_model_beats_the_untrained_one(fitted, sample, encoder_dir, monk
     _, (texts, labels) = sample
     monkeypatch.setattr(e2e.EndToEndTrainer, "run", lambda self, *a, **k: {"history": [], "best_epoch": 0,
                                                                           "loss_curve": []})
-    untrained = xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, **FAST).fit(*sample[0], progress=False)
+    untrained = xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, bias=False, **FAST).fit(*sample[0],
+                                                                                            progress=False)
     p_trained, p_untrained = fitted.evaluate(texts, labels)["P@1"], untrained.evaluate(texts, labels)["P@1"]
     assert p_trained > p_untrained, (p_trained, p_untrained)
 
