@@ -71,8 +71,25 @@ Deviations from the reference code, and why:
   from the clamp, no saturation when both factors are near 0 or 1.
 * **checkpoint choice**: the reference evaluates every saved checkpoint on the test set; the core
   keeps the epoch with the best P@1 on a validation split cut from the training data.
+* **biases** (``bias``, on by default; ``bias=False`` is the reference): the reference's head and
+  tail layers have no bias, so every probability starts at 0.5 and the normalised BCE spends its
+  first epochs pushing ~L logits down, one learning-rate step of Adam at a time. We add a bias to
+  the head's labels and nodes and to the tail labels (the tail matrices' RowSparseHead bias, zero
+  and unused otherwise) and start each at the log-odds of its training frequency
+  (:meth:`APLCNetwork.set_prior`; a tail label's frequency is taken among the texts that touch its
+  cluster, so node x conditional starts at the label's own frequency). Measured on
+  yso-finna-en-2k-20k with the encoder frozen (all-MiniLM-L6-v2 mean-pooled embeddings of 6,000
+  training texts, the APLC layer trained alone, batch 32, lr 2e-3, 1,500 test texts), P@1 after
+  epochs 1 / 3 / 6: reference (no bias) 0.20 / 0.80 / 5.73; prior bias on the head only 2.93 /
+  17.13 / 20.13; prior biases everywhere (ours) 8.53 / 17.80 / 19.93. A larger rate does not close
+  the gap (no bias, lr 1e-2: 0.47 / 4.93 / 11.40). Same probe: equal-count clusters (the
+  reference's split) 19.93 against equal-occurrence clusters 15.67 at epoch 6, so ``labels`` stays
+  the default split.
 * **weight initialisation**: normal(0, 0.02) for every APLC matrix, as the reference's
   ``init_weights``; seeded.
+* **ALC** (``alc_vectors``) is not offered: the head and each tail cluster score labels in spaces
+  of different sizes (d, d/2, d/4, ...), so there is no one label-embedding space to pair texts
+  with.
 """
 
 from __future__ import annotations
