@@ -306,13 +306,17 @@ class APLCNetwork(Network):
         used = []
         for i in range(1, self.n_tail + 1):
             docs = np.flatnonzero(touched[:, i - 1])
-            if docs.size == 0:
-                continue
             name = f"tail{i}"
             head = self.sparse_heads[name]
             n_i, lo = int(sizes[i - 1]), int(self.bounds[i])
-            hb = head.gather(torch.arange(n_i, device=head.weight.device)[None, :])
+            # an untouched cluster is gathered with no row: nothing to compute or update, but every step
+            # (and under DDP every process) still takes part in the head's gradient merge and lazy Adam
+            # step count
+            ids = torch.arange(n_i if docs.size else 0, device=head.weight.device)[None, :]
+            hb = head.gather(ids)
             used.append((name, hb))
+            if docs.size == 0:
+                continue
             docs_t = torch.from_numpy(docs).to(dev)
             z = self._tail_logits(i, rep.index_select(0, docs_t), hb.w, hb.b).float()      # (n, |V_i|)
             target = np.zeros((docs.size, n_i), dtype=np.float32)
