@@ -324,3 +324,24 @@ def test_xlnet_loads_through_the_core_and_pools_its_cls_token(sample, tmp_path):
     i2, s2 = xmtc.load(model.save(tmp_path / "m")).predict_topk(test_texts, 5)
     np.testing.assert_array_equal(i1, i2)
     np.testing.assert_allclose(s1, s2, rtol=1e-5, atol=1e-6)
+
+
+def test_ddp_training_with_batches_touching_different_tail_clusters(sample, encoder_dir, tmp_path):
+    """Two processes whose batches touch different tail clusters still merge the same heads each step
+    (a process skipping a head's all-gather would leave the other waiting until the timeout)."""
+    import os
+    import subprocess
+    import sys
+
+    (texts, labels), _ = sample
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(texts[:96], labels[:96])))
+    repo = str(Path(__file__).resolve().parents[1])
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=repo)
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+                          "29547", "-m", "xmtc.cli", "train", str(train), "-o", str(tmp_path / "m"), "--method", "aplc",
+                          "--encoder", str(encoder_dir), "--max-length", "16", "--epochs", "1", "--batch-size", "4",
+                          "--n-tail-clusters", "3", "--valid-size", "0", "-q"], env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert xmtc.load(tmp_path / "m").network_.n_tail == 3
