@@ -6,10 +6,10 @@ ending at L). With the text representation ``x`` (d values: the encoder's summar
 ``tanh(W_s h + b_s)`` and dropout, XLNet's sequence summary):
 
 * **head** -- ``u = W_h x`` scores the ``c_0`` head labels and one node per tail cluster (``c_0 + C``
-  logits, no bias by default);
+  logits; the reference has no bias, see *biases* below);
 * **tail cluster i** (i = 1..C) -- the text is first projected to ``d_i = floor(d / div_value^i)``
   values, ``t_i = ReLU(LayerNorm(P_i x))``, then scored against the cluster's labels:
-  ``z_ij = w_ij . t_i`` (no bias). Rarer clusters get smaller projections: fewer parameters and
+  ``z_ij = w_ij . t_i`` (no bias in the reference). Rarer clusters get smaller projections: fewer parameters and
   less computation where there are few training examples;
 * **probabilities** (sigmoid, multi-label; not the softmax of adaptive softmax):
   ``p(j) = sigmoid(u_j)`` for a head label, ``p(V_i) = sigmoid(u_{c_0+i})`` for a node, and
@@ -71,7 +71,7 @@ Deviations from the reference code, and why:
   from the clamp, no saturation when both factors are near 0 or 1.
 * **checkpoint choice**: the reference evaluates every saved checkpoint on the test set; the core
   keeps the epoch with the best P@1 on a validation split cut from the training data.
-* **biases** (``bias``, on by default; ``bias=False`` is the reference): the reference's head and
+* **biases** (``bias``; on by default in :class:`xmtc.APLC`, ``bias=False`` is the reference): the reference's head and
   tail layers have no bias, so every probability starts at 0.5 and the normalised BCE spends its
   first epochs pushing ~L logits down, one learning-rate step of Adam at a time. We add a bias to
   the head's labels and nodes and to the tail labels (the tail matrices' RowSparseHead bias, zero
