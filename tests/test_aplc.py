@@ -37,6 +37,9 @@ def test_frequency_split_on_a_hand_made_case():
     # equal shares of the 28 occurrences: the head holds 9 + 7 = 16 >= 14, i.e. two labels
     assert frequency_split(counts, n_tail=1, split="occurrences")[1].tolist() == [0, 2, 8]
     assert frequency_split(counts, cutoffs=[3, 5])[1].tolist() == [0, 3, 5, 8]
+    # head_share: the head takes 3/4 of the labels (6), two tails split the other 2
+    assert frequency_split(counts, n_tail=2, head_share=0.75)[1].tolist() == [0, 6, 7, 8]
+    assert frequency_split(counts, n_tail=3, head_share=0.99)[1].tolist() == [0, 5, 6, 7, 8]   # one label each
     for bad in ([0], [5, 5], [6, 3], [8]):
         with pytest.raises(ConfigError, match="cutoffs"):
             frequency_split(counts, cutoffs=bad)
@@ -218,8 +221,9 @@ def test_loss_decreases_and_the_split_follows_the_training_frequencies(fitted, s
     curve = fitted.loss_curve_
     assert curve[-1] < 0.5 * curve[0], curve
     net = fitted.network_
-    assert net.n_tail == 2 and net.bounds.tolist() == [0, len(fitted.labels_) // 3, 2 * len(fitted.labels_) // 3,
-                                                       len(fitted.labels_)]
+    L = len(fitted.labels_)
+    c0 = round(0.75 * L)                                    # head_share 0.75; the rest halved between 2 tails
+    assert net.n_tail == 2 and net.bounds.tolist() == [0, c0, c0 + (L - c0) // 2, L]
     assert net.pooling == "mean"
     # the split is made on the training part (the validation texts left out): counts never rise along it
     (texts, labels), _ = sample

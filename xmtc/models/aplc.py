@@ -36,6 +36,10 @@ class APLCConfig(EndToEndParams):
                          " n_tail_clusters and split.")
     n_tail_clusters: int = param(0, "Tail clusters when cutoffs is empty (0 = max(1, round(L / 250000)), the"
                                  " reference's settings).", minimum=0)
+    head_share: float = param(0.75, "With split=labels: share of the labels (the most frequent) in the head; the tail"
+                              " clusters split the rest into equal counts. 0 = every cluster the same size (the"
+                              " reference's settings); see xmtc.neural.aplc for the measurements behind 0.75.",
+                              minimum=0.0, maximum=1.0)
     split: str = param("labels", "Where the automatic cutoffs fall: equal label counts per cluster (labels, the"
                        " reference's) or equal shares of the label occurrences (occurrences).",
                        choices=("labels", "occurrences"))
@@ -85,7 +89,7 @@ class APLC(EndToEndModel):
 
         counts = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
         order, bounds = frequency_split(counts, n_tail=cfg.n_tail_clusters, cutoffs=parse_cutoffs(cfg.cutoffs),
-                                        split=cfg.split)
+                                        split=cfg.split, head_share=cfg.head_share)
         net = APLCNetwork(order, bounds, encoder.config.hidden_size, summary_size=cfg.summary_size,
                            div_value=cfg.div_value, pooling=resolve_pooling(cfg.pooling, encoder),
                            dropout=cfg.dropout, bias=cfg.bias, predict_mode=cfg.predict_mode,
