@@ -12,12 +12,16 @@ TF-IDF (:func:`xmtc.index.kmeans.build_label_tree`), ``branching`` children per 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from ..config import param
 from ..errors import ConfigError
 from .base import register
 from .end_to_end import EndToEndModel, EndToEndParams
+
+
+_NUMBERS = r"auto|\d*\.?\d+(e-?\d+)?(,\d*\.?\d+(e-?\d+)?)*"
 
 
 @dataclass
@@ -47,10 +51,16 @@ class CascadeXMLConfig(EndToEndParams):
                        choices=("parent", "path", "label"))
 
     def validate(self, source: str) -> None:
+        """The list-valued settings' syntax, checked before any data is read (their lengths need the tree)."""
         super().validate(source)
-        for name in ("topk", "layers", "level_dropout", "loss_weights"):
-            if not str(getattr(self, name)).strip():
-                raise ConfigError(f"{source}: '{name}' must not be empty")
+        checks = (("topk", r"\d+(,\d+)*", "comma-separated whole numbers ('8,32')"),
+                  ("layers", r"auto|\d+(\+\d+)*(,\d+(\+\d+)*)*", "auto or layer numbers ('3+4,5,6')"),
+                  ("level_dropout", _NUMBERS, "auto or comma-separated numbers ('0.3,0.3,0.4')"),
+                  ("loss_weights", _NUMBERS, "auto or comma-separated numbers ('1,1,1')"))
+        for name, pattern, what in checks:
+            value = str(getattr(self, name)).replace(" ", "")
+            if not re.fullmatch(pattern, value):
+                raise ConfigError(f"{source}: '{name}' must be {what}, got {getattr(self, name)!r}")
 
 
 @register

@@ -183,6 +183,8 @@ class CascadeNetwork(Network):
         for name, v in (("layers", layers), ("dropouts", dropouts), ("loss_weights", loss_weights)):
             if len(v) != n_levels:
                 raise ConfigError(f"{name} has {len(v)} entries; the tree has {n_levels} levels")
+        if any(not 0.0 <= p < 1.0 for p in list(dropouts) + [proj_dropout]):
+            raise ConfigError(f"dropouts must lie in [0, 1), got {list(dropouts)} and {proj_dropout}")
         if len(topk) != n_levels - 1:
             raise ConfigError(f"topk has {len(topk)} entries; the tree has {n_levels - 1} cluster levels")
         self.tree = tree
