@@ -32,8 +32,10 @@ following level keeps the top-``k_t`` of its candidates by ``s_t``, and the labe
   (the probability chain of a tree model);
 * ``label``: ``s_D(l)`` alone (the reference's ``level`` scheme).
 
-All three are in [0, 1]. Only levels small enough are dense parameters (level 0); every other level is
-a :class:`~xmtc.neural.heads.RowSparseHead`, so a step touches the candidates' rows, never all L.
+All three are in [0, 1]. Only level 0 (the coarsest, a few dozen nodes) is a dense parameter; every
+other level is a :class:`~xmtc.neural.heads.RowSparseHead`, so a step touches the candidates' rows,
+never all L. (The ALC objective, :meth:`CascadeNetwork.alc_vectors`, pairs the label level's
+representation ``phi_D`` with the label head's rows.)
 
 Defaults and deviations from the paper and its reference code (xmc-aalto/cascadexml, ``src/CascadeXML.py``,
 ``src/Runner.py``, read at commit ce701f6):
@@ -43,6 +45,12 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   layer N, each coarser level ``max(1, N // 6)`` layers lower, and the first level pairs its layer with the
   one just below. For 12 layers this reproduces the reference exactly; all-MiniLM-L6 (6 layers), 3 levels:
   ``[(3, 4), 5, 6]``. ``layers`` sets any other choice ("3+4,5,6").
+* **Pooling.** ``pooling="cls"`` reads the first token's state as the paper does. ``pooling="mean"``
+  reads the attention-masked mean of the same layer's token states instead: all-MiniLM-L6-v2 (the
+  project's default encoder) was trained as a mean-pooled sentence encoder, and a randomly initialised
+  encoder's [CLS] state hardly depends on the text at all (the tests' tiny BERT: its spread across
+  texts is ~0.1% of its size). The benchmark chooses between the two on the validation split; figures in
+  benchmarks/RESULTS.md ("CascadeXML").
 * **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
   probability (``topk(s + y)``), so when a text has more than k true parents some are dropped and
   otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that the issue and
@@ -340,6 +348,13 @@ class CascadeNetwork(Network):
             top = torch.cat([top, top.new_full((B, k - kk), -1)], 1)
             top_s = torch.cat([top_s, top_s.new_zeros((B, k - kk))], 1)
         return top, top_s
+
+    def alc_vectors(self, rep, label_ids):
+        """ALC: the label level's representation and the label head's rows of ``label_ids`` (one space)."""
+        head = self.sparse_heads[f"level{self.n_levels - 1}"]
+        hb = head.gather(label_ids.to(head.weight.device))
+        z = rep[-1]
+        return z, hb.w[hb.local].to(z.dtype), hb
 
     # -- storage -----------------------------------------------------------------------------------------
     def meta(self) -> dict:
