@@ -46,8 +46,9 @@ class CascadeXMLConfig(EndToEndParams):
     projection_dropout: float = param(0.2, "Dropout before the first level's projection of its concatenated"
                                       " layers.", minimum=0.0, maximum=0.95)
     loss_weights: str = param("auto", "Weight of each level's BCE in the loss, coarse to fine (auto = all 1).")
-    pooling: str = param("cls", "What each level reads of its layer(s): cls = the first token's state (the"
-                         " paper), mean = the attention-masked mean of the tokens' states.", choices=("cls", "mean"))
+    pooling: str = param("mean", "What each level reads of its layer(s): mean = the attention-masked mean of the"
+                         " tokens' states (the default encoder was trained as a mean-pooled sentence encoder), cls ="
+                         " the first token's state (the paper).", choices=("cls", "mean"))
     score: str = param("parent", "Final label score: parent = label x its parent's score (the reference's"
                        " 'weighted'), path = product along the whole path, label = the label's own score.",
                        choices=("parent", "path", "label"))

@@ -45,12 +45,13 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   layer N, each coarser level ``max(1, N // 6)`` layers lower, and the first level pairs its layer with the
   one just below. For 12 layers this reproduces the reference exactly; all-MiniLM-L6 (6 layers), 3 levels:
   ``[(3, 4), 5, 6]``. ``layers`` sets any other choice ("3+4,5,6").
-* **Pooling.** ``pooling="cls"`` reads the first token's state as the paper does. ``pooling="mean"``
-  reads the attention-masked mean of the same layer's token states instead: all-MiniLM-L6-v2 (the
-  project's default encoder) was trained as a mean-pooled sentence encoder, and a randomly initialised
-  encoder's [CLS] state hardly depends on the text at all (the tests' tiny BERT: its spread across
-  texts is ~0.1% of its size). The benchmark chooses between the two on the validation split; figures in
-  benchmarks/RESULTS.md ("CascadeXML").
+* **Pooling.** ``pooling="cls"`` reads the first token's state as the paper does; the estimator's default,
+  ``pooling="mean"``, reads the attention-masked mean of the same layer's token states instead, because
+  all-MiniLM-L6-v2 (the project's default encoder) was trained as a mean-pooled sentence encoder and its
+  [CLS] output was never trained to summarise a text (on a randomly initialised encoder the [CLS] state
+  hardly depends on the text at all: the tests' tiny BERT's spread across texts is ~0.1% of its size,
+  against 16% for the mean). The network's own default stays ``cls``. Figures: benchmarks/RESULTS.md
+  ("CascadeXML"); the two were not compared at full scale on the pretrained encoder (see there).
 * **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
   probability (``topk(s + y)``), so when a text has more than k true parents some are dropped and
   otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that the issue and
