@@ -49,7 +49,7 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   ``pooling="mean"``, reads the attention-masked mean of the same layer's token states instead, because
   all-MiniLM-L6-v2 (the project's default encoder) was trained as a mean-pooled sentence encoder and its
   [CLS] output was never trained to summarise a text (on a randomly initialised encoder the [CLS] state
-  hardly depends on the text at all: the tests' tiny BERT's spread across texts is ~0.1% of its size,
+  hardly depends on the text at all: the tests' tiny BERT's spread across texts is 0.1-0.2% of its size,
   against 16% for the mean). The network's own default stays ``cls``. Figures: benchmarks/RESULTS.md
   ("CascadeXML"); the two were not compared at full scale on the pretrained encoder (see there).
 * **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
