@@ -22,7 +22,7 @@ from xmtc.neural.cascadexml import CascadeNetwork, default_layers, parse_layers 
 
 from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
-# The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is ~0.1% of its
+# The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is 0.1-0.2% of its
 # size: nothing trained it to summarise), so the end-to-end tests read mean-pooled states, without dropout,
 # at high learning rates; the default (pooling="cls") is measured on the pretrained encoder instead.
 FAST = dict(max_length=16, epochs=8, batch_size=32, learning_rate=5e-3, head_learning_rate=2e-2, n_threads=1,
