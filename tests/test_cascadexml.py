@@ -24,7 +24,7 @@ from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
 # The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is 0.1-0.2% of its
 # size: nothing trained it to summarise), so the end-to-end tests read mean-pooled states, without dropout,
-# at high learning rates; the default (pooling="cls") is measured on the pretrained encoder instead.
+# at high learning rates (the estimator also reads mean-pooled states by default; cls is the paper's option).
 FAST = dict(max_length=16, epochs=8, batch_size=32, learning_rate=5e-3, head_learning_rate=2e-2, n_threads=1,
             branching=3, max_leaf_size=3, topk="2,3", valid_size=0, seed=0, pooling="mean", level_dropout="0",
             projection_dropout=0.0)
