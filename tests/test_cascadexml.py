@@ -202,3 +202,22 @@ def test_cli_trains_cascadexml(sample, encoder_dir, tmp_path, capsys):
     assert main(["train", str(train), "-o", str(tmp_path / "bad"), "--method", "cascadexml", *args[:-3],
                  "--topk", "x,y", "-q"]) == 2
     assert "topk" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_each_level_reads_its_own_layers(pooling):
+    tree = LabelTree.from_parents([[0, 0], [0, 0, 1, 1]])
+    net = CascadeNetwork(tree, 3, layers=[(1, 2), (3,)], topk=[1], dropouts=[0.0, 0.0], loss_weights=[1.0, 1.0],
+                         pooling=pooling).eval()
+    g = torch.Generator().manual_seed(0)
+    hidden = tuple(torch.randn(2, 4, 3, generator=g) for _ in range(4))     # embeddings + 3 layers
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    with torch.no_grad():
+        rep = net.text_representation(hidden, mask)
+    if pooling == "cls":
+        read = [h[:, 0] for h in hidden]
+    else:
+        read = [torch.stack([h[i, :int(mask[i].sum())].mean(0) for i in range(2)]) for h in hidden]
+    W, b = net.proj[1].weight.detach(), net.proj[1].bias.detach()
+    torch.testing.assert_close(rep[0], torch.cat([read[1], read[2]], 1) @ W.T + b)
+    torch.testing.assert_close(rep[1], read[3])
