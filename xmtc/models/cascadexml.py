@@ -29,8 +29,8 @@ class CascadeXMLConfig(EndToEndParams):
     """CascadeXML: a cascade of per-level classifiers on intermediate encoder layers, trained end to end."""
 
     epochs: int = param(2, "Passes over the training texts (2: on 2 CPU cores without bf16, all-MiniLM-L6-v2 at"
-                        " length 32 trains ~10-40 texts/s, so two passes over 19,000 titles take ~16-60 min).",
-                        minimum=1)
+                        " length 32 trained 10-11 texts/s under a load average of 7, more when the machine is quiet:"
+                        " more passes over 19,000 titles do not fit a CPU time budget).", minimum=1)
     learning_rate: float = param(1e-4, "AdamW learning rate of the encoder (peak, after warm-up; the reference's"
                                  " 1e-4).", minimum=0.0, exclusive_minimum=True)
     head_learning_rate: float = param(1e-3, "Learning rate of the level classifiers (10x the encoder's, as the"
