@@ -50,8 +50,9 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   all-MiniLM-L6-v2 (the project's default encoder) was trained as a mean-pooled sentence encoder and its
   [CLS] output was never trained to summarise a text (on a randomly initialised encoder the [CLS] state
   hardly depends on the text at all: the tests' tiny BERT's spread across texts is 0.1-0.2% of its size,
-  against 16% for the mean). The network's own default stays ``cls``. Figures: benchmarks/RESULTS.md
-  ("CascadeXML"); the two were not compared at full scale on the pretrained encoder (see there).
+  against 16% for the mean). The network's own default stays ``cls``. Not yet measured: the two on the
+  pretrained encoder at full scale (``python benchmarks/cascadexml.py --params '{"pooling": "cls"}'``
+  against the default), and the three ``score`` rules (the same script reports all three).
 * **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
   probability (``topk(s + y)``), so when a text has more than k true parents some are dropped and
   otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that the issue and
