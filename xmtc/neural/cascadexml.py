@@ -64,7 +64,12 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
 * **Schedule and optimiser.** The reference runs a three-phase one-cycle LR and AdamW on everything (its
   heads optionally sparse with SparseAdam). We train on the project's one loop (:mod:`xmtc.neural.e2e`:
   linear warm-up + decay, AdamW on encoder and dense layers, lazy Adam on the row-sparse heads), with the
-  reference's ratio of 10x between the heads' and the encoder's rate as our default.
+  reference's ratio of 10x between the heads' and the encoder's rate as our default. Weight decay: the
+  reference's 0.05 on the encoder and 0.005 on the heads; ours the shell's 0.01 on the encoder's matrices
+  and none on the heads (the lazy Adam has none).
+* **First-level projection.** The reference always projects the first level's two concatenated layers
+  (Dropout 0.2 + Linear 2h -> h); we do the same, and skip the projection when ``layers`` gives the first
+  level a single layer (its state already has size h).
 * **Checkpoint selection.** The reference keeps the epoch with the best *test* score; the core chooses on a
   validation split cut from the training data.
 * **Tree.** The reference loads ECLARE-style clusters (balanced 2-means on label features, branching 8
