@@ -134,7 +134,9 @@ def parse_args(argv=None):
         args.max_train = args.max_train or FULL_CUT[0]
         args.max_test = args.max_test or FULL_CUT[1]
     args.featurizer, args.featurizer_race = "xmtc", False  # PECOS is handed xmtc's TF-IDF, as in transformer.py
-    transformer.resolve_encoder(ap, args)
+    if args.encoder is not None or transformer.default_encoder() is not None or (
+            not args.no_pecos and not args.pecos_from):
+        transformer.resolve_encoder(ap, args)  # PECOS needs a folder; xmtc methods also take their own default
     return args
 
 
@@ -146,7 +148,7 @@ def method_params(method: str, given: dict, args) -> dict:
     fields = {f.name for f in dataclasses.fields(estimator_class(method).config_class)}
     run = {"n_threads": args.threads, "seed": args.seed, "encoder": args.encoder, "max_length": args.max_length,
            "device": args.device}
-    return {**{k: v for k, v in run.items() if k in fields}, **given}
+    return {**{k: v for k, v in run.items() if k in fields and v is not None}, **given}
 
 
 def check_method(method: str, params: dict) -> str | None:
@@ -222,6 +224,13 @@ def display_name(r: dict) -> str:
     return "xmtc " + r["library"]
 
 
+def fmt_ratio(x) -> str:
+    """2 decimals, 3 below 0.1 (XR-Linear's train time is ~0.001x PECOS's: 0.00x would hide it)."""
+    if x is None:
+        return "–"
+    return f"{x:.2f}×" if x >= 0.1 else f"{x:.3f}×"
+
+
 def render_table(rows: list[dict]) -> str:
     head = ["row", *[h for _, h in COLUMNS], *[h for _, h, _ in COSTS], *[h for _, h in TABLE_RATIOS], "note"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
@@ -232,7 +241,7 @@ def render_table(rows: list[dict]) -> str:
         m, rat = r.get("metrics", {}), r.get("ratios_to_pecos") or {}
         cells = [display_name(r), *[_common.fmt(m.get(k)) for k, _ in COLUMNS],
                  *[_common.fmt(r.get(k), nd) for k, _, nd in COSTS],
-                 *[f"{rat[k]:.2f}×" if rat.get(k) is not None else "–" for k, _ in TABLE_RATIOS], r.get("note", "")]
+                 *[fmt_ratio(rat.get(k)) for k, _ in TABLE_RATIOS], r.get("note", "")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
