@@ -83,7 +83,7 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     meta = json.loads(Path(first["json"]).read_text())["dataset"]
     pecos_json = recorded_pecos(meta)
 
-    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear,xr-linear#two,lightxml,xr-linear#bad",
+    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear,xr-linear#two,not-a-method,xr-linear#bad",
                     "--params", 'xr-linear#two={"n_trees": 2}', "--params", 'xr-linear#bad={"no_such_key": 1}',
                     "--ensemble", "xr-linear,xr-linear#two", "--pecos-from", str(pecos_json),
                     "--json", str(tmp_path / "table.json")], capsys)
@@ -92,9 +92,8 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     assert summary["json"] == str(tmp_path / "table.json")
     payload = json.loads((tmp_path / "table.json").read_text())
     rows = {r["library"]: r for r in payload["rows"]}
-    assert list(rows) == ["xr-linear", "xr-linear#two", "lightxml", "xr-linear#bad", "ensemble", "pecos-xrt"]
-    assert rows["lightxml"]["problem"].startswith("unknown method 'lightxml'") or "lightxml" in \
-        __import__("xmtc").models.method_names()
+    assert list(rows) == ["xr-linear", "xr-linear#two", "not-a-method", "xr-linear#bad", "ensemble", "pecos-xrt"]
+    assert rows["not-a-method"]["problem"].startswith("unknown method 'not-a-method': not registered")
     assert rows["xr-linear#bad"]["problem"].startswith("bad params for xr-linear") and "no_such_key" in \
         rows["xr-linear#bad"]["problem"]
 
@@ -127,7 +126,7 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     assert r["ratios_to_pecos"]["P@1"] == pytest.approx(r["metrics"]["P@1"] / 50.0)
     assert r["ratios_to_pecos"]["train_s"] == pytest.approx(r["train_s"] / 1000.0)
     assert r["ratios_to_pecos"]["peak_rss_mb"] == pytest.approx(r["peak_rss_mb"] / 2000.0)
-    assert rows["lightxml"].get("ratios_to_pecos") is None
+    assert rows["not-a-method"].get("ratios_to_pecos") is None
     line = next(ln for ln in payload["table"].splitlines() if ln.startswith("| xmtc xr-linear |"))
     assert f"| {r['metrics']['P@1']:.2f} |" in line and f"| {methods.fmt_ratio(r['ratios_to_pecos']['P@1'])} |" in line
 
@@ -136,7 +135,7 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
                     "--rows-from", str(tmp_path / "table.json"), "--json", str(tmp_path / "merged.json")], capsys)
     assert rc == 0
     merged = json.loads((tmp_path / "merged.json").read_text())
-    assert [r["library"] for r in merged["rows"]] == ["no-such-method", "xr-linear", "xr-linear#two", "lightxml",
+    assert [r["library"] for r in merged["rows"]] == ["no-such-method", "xr-linear", "xr-linear#two", "not-a-method",
                                                       "xr-linear#bad", "ensemble", "pecos-xrt"]
     assert merged["rows"][1]["metrics"] == rows["xr-linear"]["metrics"]
 
