@@ -309,7 +309,7 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
         if name in args.ensemble:
             spec["save"] = str(work / "scratch" / name / "model")
         row = child(name, sys.executable, "xmtc-method", ["--seed", str(args.seed), "--params", json.dumps(spec)], row)
-        row["note"] = row.get("note", "own TF-IDF in the times") if not row.get("problem") else ""
+        row["note"] = row.get("note", "texts in: featurizing and tokenizing in the times") if not row.get("problem") else ""
         if not row.get("problem") and spec.get("save"):
             saved[name] = row.get("saved_to") or spec["save"]
         rows.append(row)
