@@ -69,18 +69,23 @@ def child_env(threads: int, with_repo: bool) -> dict:
 
 
 def run_child(python: str, lib: str, extra: list[str], work: Path, logs: Path, timeout: float,
-              threads: int) -> tuple[dict | None, str | None]:
-    """Run one library's child; return (result, None) or (None, short problem for the table)."""
+              threads: int, *, runner: str | None = None, k: int = K) -> tuple[dict | None, str | None]:
+    """Run one library's child; return (result, None) or (None, short problem for the table).
+
+    ``lib`` names the row and its files (logs/<lib>.json/.npz/.log); ``runner`` is the child's runner
+    when it differs (methods.py runs one runner, ``xmtc-method``, for many rows); ``k`` the top-k asked.
+    """
+    runner = runner or lib
     result = logs / f"{lib}.json"
     for stale in (result, result.with_suffix(".npz")):
         stale.unlink(missing_ok=True)
     log_path = logs / f"{lib}.log"
-    cmd = [python, str(HERE / "_runners.py"), lib, "--work", str(work), "--result", str(result),
-           "--scratch", str(work / "scratch" / lib), "--threads", str(threads), "--k", str(K), *extra]
+    cmd = [python, str(HERE / "_runners.py"), runner, "--work", str(work), "--result", str(result),
+           "--scratch", str(work / "scratch" / lib), "--threads", str(threads), "--k", str(k), *extra]
     t0 = time.perf_counter()
     with open(log_path, "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=str(REPO), start_new_session=True,
-                                env=child_env(threads, with_repo=lib.startswith("xmtc")))
+                                env=child_env(threads, with_repo=runner.startswith("xmtc")))
         try:
             rc = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -95,7 +100,7 @@ def run_child(python: str, lib: str, extra: list[str], work: Path, logs: Path, t
     tail = [ln for ln in log_path.read_text(errors="replace").splitlines() if ln.strip()]
     if rc == 3:
         msg = next((ln for ln in tail if ln.startswith("NOT INSTALLED")), "NOT INSTALLED")
-        what = "unavailable" if lib.startswith("xmtc") else "not installed"
+        what = "unavailable" if runner.startswith("xmtc") else "not installed"
         return None, f"{what}: " + msg.split(":", 1)[-1].strip()
     if rc != 0 or not result.exists():
         return None, f"failed (exit {rc}): {(tail or ['no output'])[-1][:160]} (log: {log_path})"
@@ -115,11 +120,12 @@ def exit_on_sigterm() -> None:
 class Scorer:
     """Scores every library's predictions with ONE implementation, xmtc.metrics.evaluate."""
 
-    def __init__(self, work: Path):
+    def __init__(self, work: Path, ks: tuple[int, ...] = (1, 3, 5), scores: bool = False):
         import scipy.sparse as sp
         from xmtc.metrics import evaluate
 
         self._evaluate = evaluate
+        self.ks, self.scores = tuple(ks), scores  # scores: also coverage@P90/P95 and ECE of the scores
         self.Y_test = sp.load_npz(work / "Y_test.npz").tocsr()
         Y_train = sp.load_npz(work / "Y_train.npz").tocsr()
         self.n_train = Y_train.shape[0]
@@ -129,8 +135,8 @@ class Scorer:
     def __call__(self, pred_npz: Path) -> dict:
         pred = np.load(pred_npz)
         return {k: float(v) for k, v in self._evaluate(
-            self.Y_test, (pred["indices"], pred["scores"]), ks=(1, 3, 5), train_label_counts=self.counts,
-            n_train=self.n_train).items()}
+            self.Y_test, (pred["indices"], pred["scores"]), ks=self.ks, train_label_counts=self.counts,
+            n_train=self.n_train, scores=self.scores).items()}
 
 
 def fmt(x, nd=2):

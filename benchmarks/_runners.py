@@ -454,6 +454,67 @@ NEEDS = {"xmtc-xrt": (("Y_train",), True), "xmtc-xrt-linear": (("Y_train",), Tru
          "pecos-xrt": (("X_train", "Y_train", "X_test"), True)}
 
 
+# -- methods.py: any registered xmtc method by name, and an ensemble of saved ones ----------------------
+def run_xmtc_method(d, args, timer: Timer):
+    """One xmtc method from the registry (``--params {"method": NAME, "params": {...}, "save": DIR}``).
+
+    Fits on the raw train texts with the harness's label columns (so predicted ids need no mapping),
+    predicts the top ``--k`` of the test texts, takes the peak RSS, then (untimed) saves the model
+    where ``save`` says, for an ensemble row.
+    """
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    try:
+        import inspect
+
+        import xmtc
+        from xmtc.models import estimator_class, method_names
+    except ImportError as exc:
+        raise NotInstalled(f"xmtc not importable: {exc}") from exc
+    spec = args.params
+    method = spec["method"]
+    if method not in method_names():
+        raise NotInstalled(f"unknown method {method!r} (this xmtc registers {', '.join(method_names())})")
+    model = estimator_class(method)(**spec.get("params", {}))
+    fit_kw = {"progress": False} if "progress" in inspect.signature(model.fit).parameters else {}
+    timer.run("train_s", model.fit, d["train_texts"], d["Y_train"], **fit_kw)
+    idx, sc = timer.run("predict_s", model.predict_topk, d["test_texts"], k=args.k)
+    peak = peak_rss_mb()  # before saving, which is not part of training or predicting
+    info = {"version": getattr(xmtc, "__version__", "?"), "method": method, "params": model.get_params(),
+            "peak_rss_mb": peak}
+    if "torch" in sys.modules:
+        info["torch_threads"] = sys.modules["torch"].get_num_threads()
+    if spec.get("save"):
+        info["saved_to"] = model.save(spec["save"])
+    return np.asarray(idx), np.asarray(sc), info
+
+
+def run_xmtc_ensemble(d, args, timer: Timer):
+    """xmtc.models.ensemble.Ensemble of saved models (``--params {"members": [DIR...], "combine": ...}``).
+
+    Loading the members is timed on its own (``load_models_s``); predict_s is the ensemble's top-k of the
+    test texts, every member predicting in this one process (so the peak RSS holds all of them).
+    """
+    try:
+        import xmtc
+        from xmtc.models import load
+        from xmtc.models.ensemble import Ensemble
+    except ImportError as exc:
+        raise NotInstalled(f"xmtc not importable: {exc}") from exc
+    spec = args.params
+    models = timer.run("load_models_s", lambda: [load(p) for p in spec["members"]])
+    ens = Ensemble(models, combine=spec.get("combine", "average"), weights=spec.get("weights"),
+                   k_each=int(spec.get("k_each", 20)))
+    idx, sc = timer.run("predict_s", ens.predict_topk, d["test_texts"], k=args.k)
+    info = {"version": getattr(xmtc, "__version__", "?"), "members": spec["members"],
+            "member_methods": [m.method for m in models], "combine": ens.combine, "k_each": ens.k_each,
+            "weights": ens.weights}
+    return np.asarray(idx), np.asarray(sc), info
+
+
+RUNNERS.update({"xmtc-method": run_xmtc_method, "xmtc-ensemble": run_xmtc_ensemble})
+NEEDS.update({"xmtc-method": (("Y_train",), True), "xmtc-ensemble": ((), True)})
+
+
 def run_xmtc_latency(args) -> dict:
     """Single-text latency of a saved + loaded xmtc model, texts in, label names out.
 

