@@ -27,3 +27,25 @@ def reuters_small():
     if not d.exists():
         pytest.skip("shared data not available")
     return read_tsv_sample(d / "train.txt.gz", 2000), read_tsv_sample(d / "test.txt.gz", 600)
+
+
+def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32, seed: int = 0,
+                   dropout: float = 0.1) -> Path:
+    import collections
+    import re
+
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
+    words = [w for w, _ in counts.most_common(vocab_size)]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
+    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
+    torch.manual_seed(seed)
+    config = BertConfig(vocab_size=len(words) + 5, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=64,
+                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
+    BertModel(config).save_pretrained(str(folder))
+    tokenizer.save_pretrained(str(folder))
+    return folder

@@ -6,10 +6,8 @@ from the sample's own texts, so nothing is downloaded and a fit takes seconds.
 
 from __future__ import annotations
 
-import collections
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -29,28 +27,10 @@ from xmtc.neural.heads import LazyAdam, RowSparseHead, merge_row_grads  # noqa: 
 from xmtc.neural.losses import shortlist_loss  # noqa: E402
 from xmtc.neural.shortlist import build_shortlist, children_csr  # noqa: E402
 
-from conftest import DATA, read_tsv_sample  # noqa: E402
+from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
 FAST = dict(max_leaf_size=20, branching=8, n_threads=2, batch_size=32, max_length=16, seed=0,
             head_learning_rate=5e-3, learning_rate=1e-3, matcher="neural")
-
-
-def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32, seed: int = 0,
-                   dropout: float = 0.1) -> Path:
-    from transformers import BertConfig, BertModel, BertTokenizerFast
-
-    counts = collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-    words = [w for w, _ in counts.most_common(vocab_size)]
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words) + "\n")
-    tokenizer = BertTokenizerFast(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)
-    torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(words) + 5, hidden_size=hidden, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=2 * hidden, max_position_embeddings=64,
-                        hidden_dropout_prob=dropout, attention_probs_dropout_prob=dropout)
-    BertModel(config).save_pretrained(str(folder))
-    tokenizer.save_pretrained(str(folder))
-    return folder
 
 
 @pytest.fixture(scope="module")

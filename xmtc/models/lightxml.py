@@ -1,0 +1,54 @@
+"""LightXML (Jiang et al., AAAI'21): ``xmtc train --method lightxml`` / ``xmtc.LightXML(...)``.
+
+The network (generator over label clusters, dynamic negative sampling, low-rank discriminator) is
+:mod:`xmtc.neural.lightxml`; the training loop, validation-based epoch selection, SWA, checkpoints
+and the model folder are the shared end-to-end shell (:mod:`xmtc.models.end_to_end`). The label
+clusters are the leaves of a balanced 2-means tree on PIFA over TF-IDF (the paper's clustering).
+Several clusterings or encoders combine through ``xmtc ensemble``, as the paper's ensemble of three.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..config import param
+from .base import register
+from .end_to_end import EndToEndModel, EndToEndParams, label_clusters
+
+
+@dataclass
+class LightXMLConfig(EndToEndParams):
+    """LightXML: generator + discriminator trained jointly with dynamic negative sampling."""
+
+    learning_rate: float = param(1e-4, "AdamW learning rate of the encoder (peak, after warm-up; the paper's"
+                                 " 1e-4).", minimum=0.0, exclusive_minimum=True)
+    n_layers: int = param(5, "[CLS] states of the last this many encoder layers are concatenated into the"
+                          " text representation (the paper's 5).", minimum=1)
+    dropout: float = param(0.5, "Dropout on the text representation.", minimum=0.0, maximum=0.95)
+    hidden_dim: int = param(300, "Rank of the label discriminator (size of the label embeddings).", minimum=1)
+    cluster_size: int = param(16, "Most labels per cluster of the generator (leaves of the balanced 2-means"
+                              " tree on PIFA).", minimum=1)
+    topk: int = param(10, "Clusters whose labels the discriminator scores (training and prediction).",
+                      minimum=1)
+
+
+@register
+class LightXML(EndToEndModel):
+    """LightXML: one encoder, a cluster generator and a label discriminator trained end to end."""
+
+    method = "lightxml"
+    config_class = LightXMLConfig
+
+    def _build_network(self, cfg, encoder, texts, Y, n_threads):
+        from ..neural.lightxml import LightXMLNetwork
+
+        X = cfg.tfidf().make_featurizer().fit_transform(texts)
+        clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
+        return LightXMLNetwork(clusters, encoder.config.hidden_size, n_layers=min(cfg.n_layers,
+                               encoder.config.num_hidden_layers), hidden_dim=cfg.hidden_dim, dropout=cfg.dropout,
+                               topk=cfg.topk, seed=cfg.seed)
+
+    def _network_class(self):
+        from ..neural.lightxml import LightXMLNetwork
+
+        return LightXMLNetwork

@@ -1,0 +1,574 @@
+"""The one training loop of the end-to-end neural methods (LightXML, ELIAS, APLC-XLNet, CascadeXML).
+
+An end-to-end method is an encoder plus a :class:`Network`: the method's own output layers (cluster
+heads, projections, label classifiers). The network turns the encoder's hidden states into a text
+representation, computes its training loss on a batch, and predicts the top-k labels. Everything
+else is shared and lives here, once:
+
+* **optimisers** -- AdamW on the encoder (matrices with weight decay, vectors without) at
+  ``learning_rate``; AdamW on the network's dense parameters (cluster heads, projections: sizes that
+  do not grow with L) at ``head_learning_rate``; a lazy Adam (:class:`~xmtc.neural.heads.LazyAdam`)
+  on each label-sized matrix (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``,
+  touching only the rows a batch scored. A step therefore costs the batch's candidates, never L;
+* linear warm-up then linear decay of every rate; gradient accumulation; one clipping norm over all
+  gradients; bf16 autocast where the hardware multiplies bf16 natively (CUDA, AVX512-BF16 CPUs);
+* **DDP** under ``torchrun``: the encoder and the dense network parameters are one
+  DistributedDataParallel module (gloo on CPU, NCCL on CUDA); the row-sparse heads stay outside and
+  their row gradients are all-gathered and summed (:func:`~xmtc.neural.heads.merge_row_grads`);
+* **model selection on validation data**: after every epoch the model predicts a validation split
+  cut from the training data (never the test set) and the epoch with the best P@1 is kept (several
+  reference implementations pick their checkpoint on the test set; we do not);
+* **weight averaging** (SWA, optional; LightXML's option): from epoch ``swa_start`` on, a running mean
+  of every trained tensor is updated every ``swa_every`` optimiser steps, and the averaged weights are
+  the ones validated and kept;
+* **checkpoints**: the full training state (weights, both optimisers, batch position, RNG, best
+  epoch so far, SWA means) every ``checkpoint_every`` optimiser steps and after each epoch;
+  ``resume`` continues and ends with the same model as an uninterrupted run (tested bit for bit).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import math
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..errors import ConfigError, ModelFormatError
+from ..features.encoder import Tokenized, autocast
+from .distributed import DistContext
+from .heads import LazyAdam, RowSparseHead, merge_row_grads
+
+log = logging.getLogger(__name__)
+
+
+# -- text representations ------------------------------------------------------------------------
+def cls_concat(hidden_states, n_layers: int):
+    """The first token's state of each of the last ``n_layers`` layers, concatenated, last layer first
+    (LightXML's text representation; ``n_layers = 1`` is the usual [CLS] embedding)."""
+
+    if not 1 <= n_layers <= len(hidden_states) - 1:
+        raise ConfigError(f"the encoder has {len(hidden_states) - 1} layers; cannot concatenate {n_layers}")
+    return torch.cat([hidden_states[-i][:, 0] for i in range(1, n_layers + 1)], dim=-1)
+
+
+def mean_pooled(hidden, attention_mask):
+    """The attention-masked mean of one layer's token states."""
+    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
+
+
+# -- what a method supplies ------------------------------------------------------------------------
+@dataclass
+class LossOut:
+    """A network's training loss on one batch: ``loss`` (scalar tensor), ``rows`` the ``(head name,
+    HeadBatch)`` pairs it gathered from its row-sparse heads (their gradients are collected), and
+    ``parts`` the loss terms as floats (logged)."""
+
+    loss: Any
+    rows: list = field(default_factory=list)
+    parts: dict = field(default_factory=dict)
+
+
+class Network(torch.nn.Module):
+    """Base of a method's output layers; see the module docstring for the contract.
+
+    Subclasses define ``text_representation``, ``training_loss``, ``predict``, ``meta``,
+    ``structure_arrays`` and the classmethod ``from_arrays``; label-sized matrices go in ``self.sparse_heads`` (name ->
+    :class:`RowSparseHead`), everything else is an ordinary parameter.
+    """
+
+    def __init__(self):
+        super().__init__()
+        self.sparse_heads: dict[str, RowSparseHead] = {}
+
+    def text_representation(self, hidden_states, attention_mask):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def predict(self, rep, k: int):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def meta(self) -> dict:  # pragma: no cover - abstract
+        """JSON-able sizes and settings that ``from_arrays`` needs besides the arrays."""
+        raise NotImplementedError
+
+    def structure_arrays(self) -> dict[str, np.ndarray]:
+        """Non-trained arrays that define the network (cluster assignments, ...)."""
+        return {}
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Everything saved: dense parameters, row-sparse heads and structure arrays."""
+        return {**self.dense_arrays(), **self.sparse_arrays(), **self.structure_arrays()}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict, *, source: str = "model", hidden_size: int | None = None):
+        """Rebuild a saved network (``arrays()`` + ``meta()``); errors name ``source``."""  # pragma: no cover
+        raise NotImplementedError
+
+    def alc_vectors(self, rep, label_ids):
+        """ALC's hook: ``(h_q (B, d), h_l (B, S, d), HeadBatch or None)`` for candidate labels
+        ``label_ids`` (B, S), in one space. Methods without it cannot use ``alc``."""
+        raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
+
+    def dense_arrays(self) -> dict[str, np.ndarray]:
+        """The dense parameters and buffers as numpy arrays (keys ``dense.<name>``)."""
+        return {f"dense.{k}": v.detach().float().cpu().numpy().copy() if v.is_floating_point()
+                else v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
+
+    def sparse_arrays(self) -> dict[str, np.ndarray]:
+        out = {}
+        for name, head in self.sparse_heads.items():
+            out[f"sparse.{name}.weight"], out[f"sparse.{name}.bias"] = head.numpy()
+        return out
+
+    def load_dense_sparse(self, arrays: dict[str, np.ndarray], source: str = "model") -> None:
+        """Restore what :meth:`dense_arrays` and :meth:`sparse_arrays` wrote (shapes checked)."""
+
+        state = {}
+        for k, v in self.state_dict().items():
+            key = f"dense.{k}"
+            if key not in arrays:
+                raise ModelFormatError(f"{source}: network lacks {key!r}")
+            a = np.asarray(arrays[key])
+            if tuple(a.shape) != tuple(v.shape):
+                raise ModelFormatError(f"{source}: {key} has shape {a.shape}, expected {tuple(v.shape)}")
+            state[k] = torch.from_numpy(np.array(a)).to(v.dtype)
+        self.load_state_dict(state)
+        for name, head in self.sparse_heads.items():
+            for part, t in (("weight", head.weight), ("bias", head.bias)):
+                key = f"sparse.{name}.{part}"
+                if key not in arrays:
+                    raise ModelFormatError(f"{source}: network lacks {key!r}")
+                a = np.asarray(arrays[key], dtype=np.float32)
+                if tuple(a.shape) != tuple(t.shape):
+                    raise ModelFormatError(f"{source}: {key} has shape {a.shape}, expected {tuple(t.shape)}")
+                t.copy_(torch.from_numpy(np.array(a)))
+
+    def to_device(self, device):
+        self.to(device)
+        for name, head in list(self.sparse_heads.items()):
+            head.weight = head.weight.to(device)
+            head.bias = head.bias.to(device)
+        return self
+
+
+
+# -- settings --------------------------------------------------------------------------------------
+@dataclass
+class TrainSettings:
+    """What one end-to-end training run needs (filled from the estimator's config)."""
+
+    epochs: int = 3
+    batch_size: int = 32
+    learning_rate: float = 5e-5
+    head_learning_rate: float = 1e-3
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.1
+    grad_accumulation: int = 1
+    max_grad_norm: float = 1.0
+    precision: str = "auto"
+    encode_batch_size: int = 128
+    seed: int = 0
+    checkpoint_every: int = 0
+    swa: bool = False
+    swa_start: int = 1
+    swa_every: int = 100
+    select_metric: str = "P@1"
+
+
+def _schedule(step: int, total: int, warmup: int) -> float:
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def _clip(grads, max_norm: float) -> float:
+
+    if not grads:
+        return 0.0
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+    coef = max_norm / (float(norm) + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g.mul_(coef)
+    return float(norm)
+
+
+def _joint_module(encoder, network):
+    """Encoder + network as one module: what DDP wraps; ``forward`` returns the batch's LossOut."""
+
+    class Joint(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.encoder, self.network = encoder, network
+
+        def forward(self, batch, Y):
+            out = self.encoder(**batch, output_hidden_states=True)
+            rep = self.network.text_representation(out.hidden_states, batch["attention_mask"])
+            return self.network.training_loss(rep, Y)
+
+    return Joint()
+
+
+def represent(encoder, network, batch):
+    """The network's text representation of one tokenized batch (no gradient bookkeeping here)."""
+    out = encoder(**batch, output_hidden_states=True)
+    return network.text_representation(out.hidden_states, batch["attention_mask"])
+
+
+def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: int = 128, device="cpu",
+                 precision: str = "auto", progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order."""
+
+    from ..progress import progress_bar
+
+    n = len(tokenized)
+    order = np.argsort(tokenized.lengths, kind="stable")
+    idx = np.full((n, k), -1, dtype=np.int32)
+    scores = np.zeros((n, k), dtype=np.float32)
+    was = encoder.training, network.training
+    encoder.eval()
+    network.eval()
+    try:
+        with torch.inference_mode(), progress_bar(progress, total=n, desc="predict", unit="text",
+                                                  leave=False) as bar:
+            for s in range(0, n, batch_size):
+                pos = order[s:s + batch_size]
+                with autocast(device, precision):
+                    rep = represent(encoder, network, tokenized.batch(pos, device))
+                    i, sc = network.predict(rep, k)
+                kk = min(k, i.shape[1])
+                idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
+                scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
+                bar.update(pos.size)
+    finally:
+        encoder.train(was[0])
+        network.train(was[1])
+    scores[idx < 0] = 0.0
+    return idx, scores
+
+
+def precision_at(idx: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
+    """P@k in percent of top-k predictions ``idx`` against the label matrix ``Y``."""
+    Y = sp.csr_matrix(Y)
+    top = idx[:, :k]
+    rows = np.repeat(np.arange(top.shape[0]), top.shape[1])
+    cols = top.reshape(-1)
+    ok = cols >= 0
+    hits = np.asarray(Y[rows[ok], cols[ok]]).reshape(-1)
+    return 100.0 * float(hits.sum()) / (top.shape[0] * k)
+
+
+# -- the trainer ---------------------------------------------------------------------------------------
+class EndToEndTrainer:
+    """Trains ``encoder`` + ``network`` on ``tokenized`` texts with labels ``Y`` (see the module docstring)."""
+
+    def __init__(self, encoder, network, tokenized: Tokenized, Y: sp.csr_matrix, settings: TrainSettings, device,
+                 ctx: DistContext | None = None, valid: tuple[Tokenized, sp.csr_matrix] | None = None,
+                 name: str = "train"):
+
+        self.encoder, self.network, self.tokenized = encoder, network, tokenized
+        self.Y = sp.csr_matrix(Y, dtype=np.float32)
+        self.settings, self.device, self.ctx, self.name = settings, device, ctx or DistContext(), name
+        self.valid = valid
+        s = settings
+        if s.select_metric not in ("P@1", "P@3", "P@5"):
+            raise ConfigError(f"select_metric must be P@1, P@3 or P@5, got {s.select_metric!r}")
+        enc = [p for p in encoder.parameters() if p.requires_grad]
+        dense = [p for p in network.parameters() if p.requires_grad]
+        self.params = enc + dense
+        self.opt = torch.optim.AdamW([
+            {"params": [p for p in enc if p.ndim >= 2], "lr": s.learning_rate, "weight_decay": s.weight_decay},
+            {"params": [p for p in enc if p.ndim < 2], "lr": s.learning_rate, "weight_decay": 0.0},
+            {"params": dense, "lr": s.head_learning_rate, "weight_decay": 0.0}])
+        self.base_lrs = [g["lr"] for g in self.opt.param_groups]
+        self.head_opts = {name: LazyAdam(head, s.head_learning_rate) for name, head in network.sparse_heads.items()}
+        rng = np.random.default_rng(s.seed)
+        epochs = [tokenized.shuffled_batches(s.batch_size, rng) for _ in range(s.epochs)]
+        if self.ctx.active:  # every process the same number of steps, or DDP waits forever
+            keep = len(epochs[0]) // self.ctx.world_size * self.ctx.world_size
+            epochs = [e[:keep][self.ctx.rank::self.ctx.world_size] for e in epochs]
+        self.per_epoch = len(epochs[0])
+        if self.per_epoch == 0:
+            raise ConfigError(f"{name}: no training batch (fewer texts than processes?)")
+        self.batches = [b for e in epochs for b in e]
+        self.steps_per_epoch = math.ceil(self.per_epoch / s.grad_accumulation)
+        self.total_steps = self.steps_per_epoch * s.epochs
+        self.warmup = int(s.warmup_ratio * self.total_steps)
+        self.micro, self.step = 0, 0
+        self.losses: list[float] = []
+        self.history: list[dict] = []
+        self.best: dict | None = None          # {"epoch", "score", "arrays"} of the best validated epoch
+        self.swa: dict | None = None           # {"n", "arrays"} running means
+        torch.manual_seed(s.seed)
+
+    # -- weights as one flat dict (snapshots, SWA, checkpoints) -------------------------------------------
+    def _weights(self) -> dict:
+
+        out = {f"encoder.{k}": v.detach().clone() for k, v in self.encoder.state_dict().items()}
+        out.update({f"network.{k}": v.detach().clone() for k, v in self.network.state_dict().items()})
+        for name, head in self.network.sparse_heads.items():
+            out[f"sparse.{name}.weight"] = head.weight.detach().clone()
+            out[f"sparse.{name}.bias"] = head.bias.detach().clone()
+        return {k: (v if v.is_floating_point() else v) for k, v in out.items() if isinstance(v, torch.Tensor)}
+
+    def _set_weights(self, w: dict) -> None:
+        enc = {k[len("encoder."):]: v for k, v in w.items() if k.startswith("encoder.")}
+        net = {k[len("network."):]: v for k, v in w.items() if k.startswith("network.")}
+        self.encoder.load_state_dict(enc)
+        self.network.load_state_dict(net)
+        for name, head in self.network.sparse_heads.items():
+            head.weight.copy_(w[f"sparse.{name}.weight"])
+            head.bias.copy_(w[f"sparse.{name}.bias"])
+
+    def _swa_update(self) -> None:
+
+        cur = self._weights()
+        if self.swa is None:
+            self.swa = {"n": 1, "arrays": cur}
+            return
+        self.swa["n"] += 1
+        beta = 1.0 / self.swa["n"]
+        with torch.no_grad():
+            for k, v in cur.items():
+                if v.is_floating_point():
+                    self.swa["arrays"][k].mul_(1.0 - beta).add_(v, alpha=beta)
+
+    # -- state for checkpoints -------------------------------------------------------------------------
+    def state(self) -> dict:
+
+        return {"micro": self.micro, "step": self.step, "losses": list(self.losses), "history": list(self.history),
+                "opt": self.opt.state_dict(), "head_opts": {k: o.state_dict() for k, o in self.head_opts.items()},
+                "rng": torch.get_rng_state(), "weights": self._weights(), "best": self.best, "swa": self.swa}
+
+    def restore(self, st: dict) -> None:
+
+        self.micro, self.step = int(st["micro"]), int(st["step"])
+        self.losses, self.history = list(st["losses"]), list(st["history"])
+        self._set_weights(st["weights"])
+        self.opt.load_state_dict(st["opt"])
+        for k, o in self.head_opts.items():
+            o.load_state_dict(st["head_opts"][k])
+        torch.set_rng_state(st["rng"])
+        self.best, self.swa = st["best"], st["swa"]
+
+    # -- the loop -----------------------------------------------------------------------------------
+    def run(self, progress: bool = True, on_checkpoint: Callable[[dict], None] | None = None) -> dict:
+        """Train to the end (from wherever a restored state left off); returns the history and leaves the
+        selected weights (best validated epoch, SWA means if on) in the encoder and network."""
+
+        from ..progress import progress_bar
+
+        s, ctx = self.settings, self.ctx
+        joint = _joint_module(self.encoder, self.network)
+        joint.train()
+        model = joint
+        if ctx.active:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            model = DDP(joint, device_ids=[self.device.index] if self.device.type == "cuda" else None,
+                        find_unused_parameters=True)
+        pending: list = []
+        t0, seen = time.perf_counter(), 0
+        bar = progress_bar(progress and ctx.is_main, total=len(self.batches), initial=self.micro,
+                           desc=self.name, unit="batch")
+        try:
+            while self.micro < len(self.batches):
+                ids = self.batches[self.micro]
+                batch = self.tokenized.batch(ids, self.device)
+                with autocast(self.device, s.precision):
+                    out = model(batch, self.Y[ids])
+                loss = out.loss.float()
+                if not torch.isfinite(loss):
+                    raise FloatingPointError(f"{self.name}: loss became {loss.item()} at step {self.step};"
+                                             " lower the learning rates")
+                (loss / s.grad_accumulation).backward()
+                pending.append(out.rows)
+                self.micro += 1
+                self.losses.append(float(loss.item()))
+                seen += len(ids)
+                end_of_epoch = self.micro % self.per_epoch == 0
+                if self.micro % s.grad_accumulation == 0 or end_of_epoch:
+                    self._optimizer_step(pending)
+                    pending = []
+                    epoch = (self.micro - 1) // self.per_epoch + 1
+                    if s.swa and epoch >= s.swa_start and s.swa_every and self.step % s.swa_every == 0:
+                        self._swa_update()
+                    if end_of_epoch:
+                        self._end_epoch(epoch, progress)
+                        if on_checkpoint is not None:
+                            on_checkpoint(self.state())
+                    elif on_checkpoint is not None and s.checkpoint_every and self.step % s.checkpoint_every == 0:
+                        on_checkpoint(self.state())
+                bar.set_postfix(loss=f"{np.mean(self.losses[-50:]):.4f}",
+                                docs_s=f"{seen * ctx.world_size / max(time.perf_counter() - t0, 1e-9):.0f}")
+                bar.update(1)
+        finally:
+            bar.close()
+        self._select_final()
+        return {"history": self.history, "best_epoch": self.best["epoch"] if self.best else s.epochs,
+                "loss_curve": self._curve()}
+
+    def _curve(self) -> list[float]:
+        tenth = max(1, len(self.losses) // 10)
+        return [float(np.mean(self.losses[i:i + tenth])) for i in range(0, len(self.losses), tenth)]
+
+    def _optimizer_step(self, pending: list) -> None:
+        grads_rows = {}
+        for name in self.head_opts:
+            parts = [hb.grads() for rows in pending for (n, hb) in rows if n == name]
+            if parts:
+                grads_rows[name] = merge_row_grads(parts, self.ctx.world_size)
+        enc_grads = [p.grad for p in self.params if p.grad is not None]
+        if self.settings.max_grad_norm > 0:
+            _clip(enc_grads + [g for r in grads_rows.values() for g in r[1:]], self.settings.max_grad_norm)
+        scale = _schedule(self.step, self.total_steps, self.warmup)
+        for g, lr in zip(self.opt.param_groups, self.base_lrs):
+            g["lr"] = lr * scale
+        self.opt.step()
+        self.opt.zero_grad(set_to_none=True)
+        for name, (rows, gw, gb) in grads_rows.items():
+            self.head_opts[name].step(rows, gw, gb, lr=self.settings.head_learning_rate * scale)
+        self.step += 1
+
+    def _end_epoch(self, epoch: int, progress: bool) -> None:
+        s = self.settings
+        entry = {"epoch": epoch, "loss": float(np.mean(self.losses[-self.per_epoch:]))}
+        if self.valid is not None and self.ctx.is_main:
+            current = None
+            if s.swa and self.swa is not None:
+                current = self._weights()
+                self._set_weights(self.swa["arrays"])
+            tok_v, Y_v = self.valid
+            idx, _ = predict_topk(self.encoder, self.network, tok_v, 5, batch_size=s.encode_batch_size,
+                                  device=self.device, precision=s.precision)
+            for k in (1, 3, 5):
+                entry[f"valid P@{k}"] = precision_at(idx, Y_v, k)
+            score = entry[f"valid {s.select_metric}"]
+            if self.best is None or score > self.best["score"]:
+                self.best = {"epoch": epoch, "score": score, "arrays": self._weights()}
+            if current is not None:
+                self._set_weights(current)
+        self.history.append(entry)
+        log.info("%s: epoch %d %s", self.name, epoch, ", ".join(f"{k} {v:.4f}" for k, v in entry.items()
+                                                                 if k != "epoch"))
+
+    def _select_final(self) -> None:
+        if self.best is not None:
+            self._set_weights(self.best["arrays"])
+            log.info("%s: kept epoch %d (valid %s %.2f)", self.name, self.best["epoch"], self.settings.select_metric,
+                     self.best["score"])
+        elif self.settings.swa and self.swa is not None:
+            self._set_weights(self.swa["arrays"])
+
+
+# -- checkpoints ---------------------------------------------------------------------------------------
+def _flatten(obj, prefix: str, arrays: dict):
+    """JSON-able structure with every tensor / array moved into ``arrays`` under a path key."""
+
+    if isinstance(obj, torch.Tensor):
+        arrays[prefix] = obj.detach().cpu().contiguous()
+        return {"__tensor__": prefix}
+    if isinstance(obj, np.ndarray):
+        arrays[prefix] = torch.from_numpy(np.ascontiguousarray(obj))
+        return {"__ndarray__": prefix}
+    if isinstance(obj, dict):
+        if not all(isinstance(k, (str, int)) for k in obj):
+            raise TypeError(f"{prefix}: checkpoint keys must be str or int")
+        return {"__dict__": [[k, _flatten(v, f"{prefix}.{k}", arrays)] for k, v in obj.items()]}
+    if isinstance(obj, (list, tuple)):
+        return {"__list__": [_flatten(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)],
+                "tuple": isinstance(obj, tuple)}
+    if isinstance(obj, (np.integer,)):
+        return int(obj)
+    if isinstance(obj, (np.floating,)):
+        return float(obj)
+    return obj
+
+
+def _unflatten(obj, arrays: dict):
+    if isinstance(obj, dict):
+        if "__tensor__" in obj:
+            return arrays[obj["__tensor__"]]
+        if "__ndarray__" in obj:
+            return arrays[obj["__ndarray__"]].numpy()
+        if "__dict__" in obj:
+            return {k: _unflatten(v, arrays) for k, v in obj["__dict__"]}
+        if "__list__" in obj:
+            items = [_unflatten(v, arrays) for v in obj["__list__"]]
+            return tuple(items) if obj.get("tuple") else items
+    return obj
+
+
+class TrainingCheckpoint:
+    """A folder with one training state (``state.safetensors`` + ``state.json``), replaced atomically.
+
+    The state is any nesting of dicts, lists, numbers, strings and tensors (the trainer's
+    :meth:`EndToEndTrainer.state`); nothing is pickled. ``fingerprint`` ties it to the data and
+    parameters: a checkpoint of another run is refused on resume.
+    """
+
+    def __init__(self, folder, fingerprint: str):
+        self.folder = Path(folder)
+        self.fingerprint = fingerprint
+
+    def clear(self) -> None:
+        if self.folder.exists():
+            if not (self.folder / "state.json").is_file() and any(self.folder.iterdir()):
+                raise ConfigError(f"{self.folder}: exists and is not an xmtc checkpoint; refusing to replace it")
+            shutil.rmtree(self.folder)
+
+    def save(self, state: dict) -> None:
+        from safetensors.torch import save_file
+
+        arrays: dict = {}
+        meta = {"fingerprint": self.fingerprint, "state": _flatten(state, "s", arrays)}
+        tmp = self.folder.with_name(self.folder.name + ".tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        save_file(arrays, str(tmp / "state.safetensors"))
+        (tmp / "state.json").write_text(json.dumps(meta))
+        old = self.folder.with_name(self.folder.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        if self.folder.exists():
+            self.folder.rename(old)
+        tmp.rename(self.folder)
+        shutil.rmtree(old, ignore_errors=True)
+        log.info("checkpoint: step %s saved to %s", state.get("step"), self.folder)
+
+    def load(self) -> dict | None:
+        from safetensors.torch import load_file
+
+        meta_path = self.folder / "state.json"
+        if not meta_path.is_file():
+            log.info("resume: no checkpoint in %s, starting from the beginning", self.folder)
+            return None
+        try:
+            meta = json.loads(meta_path.read_text())
+            arrays = load_file(str(self.folder / "state.safetensors"))
+        except (OSError, ValueError) as exc:
+            raise ModelFormatError(f"{self.folder}: unreadable checkpoint ({exc})") from None
+        if meta.get("fingerprint") != self.fingerprint:
+            raise ConfigError(f"{self.folder}: checkpoint was made with other data or parameters; remove it"
+                              " or train without --resume")
+        try:
+            state = _unflatten(meta["state"], arrays)
+        except KeyError as exc:
+            raise ModelFormatError(f"{self.folder}: checkpoint lacks {exc}") from None
+        log.info("resume: from batch %s (step %s) of %s", state.get("micro"), state.get("step"), self.folder)
+        return state
+
+
+def copy_state(state: dict) -> dict:
+    """A deep copy of a trainer state (tests compare states taken at different times)."""
+    return copy.deepcopy(state)

@@ -1,0 +1,207 @@
+"""LightXML's network (Jiang et al., AAAI'21): a cluster generator and a low-rank label discriminator.
+
+With the text representation ``e`` = the [CLS] states of the encoder's last ``n_layers`` layers,
+concatenated, through dropout (sec. 3.2):
+
+* **generator** -- one logit per label cluster, ``g = W_g e + b_g`` (C clusters, the leaves of a
+  balanced 2-means tree on PIFA label vectors). Loss: BCE of ``g`` against the clusters holding a
+  positive label.
+* **dynamic negative sampling** (sec. 3.3) -- each step the candidate clusters are the top
+  ``topk`` of ``sigmoid(g) + y_cluster`` (the generator's *current* scores, with the true clusters
+  lifted to the top so that they are always sampled); the candidate labels are every label of those
+  clusters. The negatives therefore follow the generator as it trains.
+* **discriminator** -- a low-rank label head: ``z = W_h e + b_h`` (``hidden_dim``, 300 in the paper),
+  label score ``s_l = u_l . z`` with ``u_l`` a row of the label-embedding matrix (L x hidden_dim, no
+  bias). Loss: BCE of ``s`` on the candidate labels. The total loss is the sum of the two BCEs and
+  both heads and the encoder are trained jointly, end to end.
+* **prediction** -- ``sigmoid(s_l) * sigmoid(g_c)`` for the labels of the top ``topk`` clusters
+  ``c``; the product lies in [0, 1] and is the score users see.
+
+The label embedding is a :class:`~xmtc.neural.heads.RowSparseHead`: a step gathers only its
+candidate rows and the lazy Adam updates only those, so a step costs ``B x topk x cluster_size`` rows,
+never L. Its bias row is kept at zero (the paper's ``nn.Embedding`` has none).
+
+Where this differs from the reference code (kongds/LightXML, ``src/model.py``), read for this module:
+
+* positives outside the candidate clusters (a text with more positive clusters than ``topk``): the
+  reference overwrites negative candidate slots with them; here they are appended to the text's
+  candidates. Both make every positive a candidate; appending keeps the sampled negatives intact.
+* the candidate BCE is averaged over real candidates only; the reference pads rows by repeating the
+  last candidate and averages over the padding too.
+* learning rates: the reference trains everything with one AdamW rate (1e-4, constant); the shell's
+  defaults here are a warm-up + linear decay with a separate, larger rate for the heads (set
+  ``head_learning_rate`` = ``learning_rate`` for the reference's single rate).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..errors import ModelFormatError
+from .e2e import LossOut, Network, cls_concat
+from .heads import RowSparseHead
+
+
+def cluster_members(cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
+    """(C, M) int64: the labels of each cluster in increasing order, padded with -1 (M = largest cluster)."""
+    cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
+    order = np.argsort(cluster_of_label, kind="stable")
+    sizes = np.bincount(cluster_of_label, minlength=n_clusters)
+    width = max(1, int(sizes.max()) if sizes.size else 1)
+    out = np.full((n_clusters, width), -1, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pos = np.arange(order.size) - np.repeat(starts, sizes)
+    out[cluster_of_label[order], pos] = order
+    return out
+
+
+def cluster_targets(Y: sp.csr_matrix, cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
+    """(B, C) float32: 1 where the text has a positive label in the cluster."""
+    Y = sp.csr_matrix(Y)
+    out = np.zeros((Y.shape[0], n_clusters), dtype=np.float32)
+    rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))
+    out[rows, cluster_of_label[Y.indices]] = 1.0
+    return out
+
+
+def candidate_labels(top_clusters: np.ndarray, members: np.ndarray, Y: sp.csr_matrix | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate label ids (B, S), -1 padded, and their targets (B, S) float32.
+
+    The candidates of a text are the labels of its ``top_clusters`` row (in that order) and, when ``Y``
+    is given, any positive label not among them (appended). Targets are 1 for the text's positives.
+    """
+    B = top_clusters.shape[0]
+    cand = members[top_clusters].reshape(B, -1)
+    if Y is None:
+        return cand, np.zeros(cand.shape, dtype=np.float32)
+    Y = sp.csr_matrix(Y)
+    n_labels = max(int(members.max()) + 1, Y.shape[1])
+    pos_rows = np.repeat(np.arange(B), np.diff(Y.indptr))
+    pos_keys = pos_rows * n_labels + Y.indices.astype(np.int64)
+    cand_keys = np.arange(B)[:, None] * n_labels + cand
+    target = (np.isin(cand_keys, pos_keys) & (cand >= 0)).astype(np.float32)
+    missing = ~np.isin(pos_keys, cand_keys[cand >= 0])
+    if missing.any():
+        extra_rows, extra_labels = pos_rows[missing], Y.indices[missing].astype(np.int64)
+        counts = np.bincount(extra_rows, minlength=B)
+        width = int(counts.max())
+        ext = np.full((B, width), -1, dtype=np.int64)
+        starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        order = np.argsort(extra_rows, kind="stable")
+        col = np.arange(order.size) - np.repeat(starts, counts)
+        ext[extra_rows[order], col] = extra_labels[order]
+        cand = np.concatenate([cand, ext], axis=1)
+        target = np.concatenate([target, (ext >= 0).astype(np.float32)], axis=1)
+    return cand, target
+
+
+def masked_bce(logits, targets, valid):
+    """Mean binary cross-entropy with logits over the ``valid`` entries only."""
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    valid = valid.to(loss.dtype)
+    return (loss * valid).sum() / valid.sum().clamp_min(1.0)
+
+
+class LightXMLNetwork(Network):
+    """Generator over label clusters + low-rank label discriminator (see the module docstring)."""
+
+    def __init__(self, cluster_of_label: np.ndarray, hidden_size: int, *, n_layers: int = 5, hidden_dim: int = 300,
+                 dropout: float = 0.5, topk: int = 10, seed: int = 0):
+        super().__init__()
+        self.cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
+        self.n_labels = int(self.cluster_of_label.size)
+        self.n_clusters = int(self.cluster_of_label.max()) + 1 if self.n_labels else 0
+        self.members = cluster_members(self.cluster_of_label, self.n_clusters)
+        self.n_layers, self.hidden_dim, self.dropout_p = int(n_layers), int(hidden_dim), float(dropout)
+        self.topk = int(min(topk, self.n_clusters))
+        self.hidden_size = int(hidden_size)
+        g = torch.Generator().manual_seed(seed)
+        d_in = self.n_layers * self.hidden_size
+        self.dropout = torch.nn.Dropout(self.dropout_p)
+        self.generator = torch.nn.Linear(d_in, self.n_clusters)
+        self.bottleneck = torch.nn.Linear(d_in, self.hidden_dim)
+        for lin in (self.generator, self.bottleneck):  # seeded like the rest of the run
+            bound = 1.0 / np.sqrt(d_in)
+            with torch.no_grad():
+                lin.weight.copy_(torch.empty(lin.weight.shape).uniform_(-bound, bound, generator=g))
+                lin.bias.copy_(torch.empty(lin.bias.shape).uniform_(-bound, bound, generator=g))
+        a = np.sqrt(6.0 / (self.n_labels + self.hidden_dim))  # xavier-uniform, as the paper's label embedding
+        emb = torch.empty(self.n_labels, self.hidden_dim).uniform_(-a, a, generator=g)
+        self.sparse_heads["labels"] = RowSparseHead(emb.numpy(), np.zeros(self.n_labels, dtype=np.float32))
+        self._members_t = torch.from_numpy(self.members)
+
+    # -- forward parts ---------------------------------------------------------------------------------
+    def text_representation(self, hidden_states, attention_mask):
+        return self.dropout(cls_concat(hidden_states, self.n_layers))
+
+    def _label_logits(self, hb, z):
+        w = hb.w[hb.local].to(z.dtype)                       # (B, S, hidden_dim); the bias stays 0
+        return torch.einsum("bsd,bd->bs", w, z)
+
+    def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:
+        g = self.generator(rep).float()                       # (B, C)
+        yc = torch.from_numpy(cluster_targets(Y, self.cluster_of_label, self.n_clusters)).to(g.device)
+        with torch.no_grad():
+            top = torch.topk(torch.sigmoid(g) + yc, self.topk, dim=1).indices.cpu().numpy()
+        cand, target = candidate_labels(top, self.members, Y)
+        head = self.sparse_heads["labels"]
+        hb = head.gather(torch.from_numpy(cand).to(head.weight.device))
+        z = self.bottleneck(rep)
+        logits = self._label_logits(hb, z).float()
+        valid = torch.from_numpy(cand >= 0).to(logits.device)
+        loss_labels = masked_bce(logits, torch.from_numpy(target).to(logits.device), valid)
+        loss_clusters = torch.nn.functional.binary_cross_entropy_with_logits(g, yc)
+        return LossOut(loss_labels + loss_clusters, [("labels", hb)],
+                       {"labels": float(loss_labels.detach()), "clusters": float(loss_clusters.detach())})
+
+    def predict(self, rep, k: int):
+        g = torch.sigmoid(self.generator(rep).float())
+        cs, ci = torch.topk(g, self.topk, dim=1)              # (B, topk)
+        members = self._members_t.to(ci.device)
+        cand = members[ci].reshape(ci.shape[0], -1)           # (B, topk * M)
+        cscore = cs.unsqueeze(-1).expand(-1, -1, members.shape[1]).reshape(ci.shape[0], -1)
+        z = self.bottleneck(rep).float()
+        w = self.sparse_heads["labels"].weight
+        s = torch.einsum("bsd,bd->bs", w[cand.clamp_min(0)], z)
+        p = torch.sigmoid(s) * cscore
+        p = p.masked_fill(cand < 0, -1.0)
+        kk = min(k, p.shape[1])
+        sc, pos = torch.topk(p, kk, dim=1)
+        idx = torch.gather(cand, 1, pos)
+        idx = idx.masked_fill(sc < 0, -1)
+        return idx, sc.clamp_min(0.0)
+
+    def alc_vectors(self, rep, label_ids):
+        """ALC: text vector ``z`` and the label-embedding rows of ``label_ids``, in the discriminator's space."""
+        head = self.sparse_heads["labels"]
+        hb = head.gather(label_ids.to(head.weight.device))
+        z = self.bottleneck(rep)
+        return z, hb.w[hb.local].to(z.dtype), hb
+
+    # -- persistence -----------------------------------------------------------------------------------
+    def meta(self) -> dict:
+        return {"n_labels": self.n_labels, "n_clusters": self.n_clusters, "n_layers": self.n_layers,
+                "hidden_dim": self.hidden_dim, "dropout": self.dropout_p, "topk": self.topk,
+                "hidden_size": self.hidden_size}
+
+    def structure_arrays(self) -> dict[str, np.ndarray]:
+        return {"cluster_of_label": self.cluster_of_label}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, meta: dict, *, source: str = "model", hidden_size: int | None = None):
+        try:
+            col = np.asarray(arrays["cluster_of_label"], dtype=np.int64)
+            n_layers, hidden_dim, topk = int(meta["n_layers"]), int(meta["hidden_dim"]), int(meta["topk"])
+            dropout, hs = float(meta["dropout"]), int(meta["hidden_size"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFormatError(f"{source}: LightXML network lacks {exc}") from None
+        if hidden_size is not None and hs != hidden_size:
+            raise ModelFormatError(f"{source}: network built for hidden size {hs}, the encoder has {hidden_size}")
+        if col.ndim != 1 or col.size == 0 or col.min() < 0 or col.size != int(meta.get("n_labels", -1)):
+            raise ModelFormatError(f"{source}: cluster_of_label does not match the {meta.get('n_labels')} labels")
+        net = cls(col, hs, n_layers=n_layers, hidden_dim=hidden_dim, dropout=dropout, topk=topk)
+        net.load_dense_sparse(arrays, source)
+        return net
