@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from xmtc.errors import ConfigError
+from xmtc.models.end_to_end import parse_margins
 from xmtc.neural import alc as A
 from xmtc.neural.heads import RowSparseHead
 
@@ -178,7 +179,141 @@ def test_alc_module_and_shape_errors():
 
 
 def test_parse_margins():
-    assert A.parse_margins("0.9,0.5") == (0.9, 0.5)
-    for bad in ("0.9", "a,b", "0.5,0.9", "1.5,0.2"):
+    assert parse_margins("0.9,0.5") == (0.9, 0.5)
+    for bad in ("0.9", "a,b", "0.5,0.9", "1.5,0.2", "0.9,0.5,0.1"):
         with pytest.raises(ConfigError, match="tcm_margins"):
-            A.parse_margins(bad, "command line")
+            parse_margins(bad, "command line")
+
+
+# -- wiring into the end-to-end core -----------------------------------------------------------------------
+def tiny_lightxml():
+    """6 labels in 3 clusters {0,1} {2,3} {4,5}; generator fixed to prefer cluster 0, then 1 (bias 5, 1, 0)."""
+    from xmtc.neural.lightxml import LightXMLNetwork
+
+    net = LightXMLNetwork(np.array([0, 0, 1, 1, 2, 2]), hidden_size=4, n_layers=1, hidden_dim=3, dropout=0.0,
+                          topk=2, seed=0)
+    with torch.no_grad():
+        net.generator.weight.zero_()
+        net.generator.bias.copy_(torch.tensor([5.0, 1.0, 0.0]))
+    return net
+
+
+def tiny_batch():
+    import scipy.sparse as sp
+
+    rep = torch.tensor([[0.5, -1.0, 0.2, 0.3], [1.0, 0.4, -0.6, 0.1], [-0.3, 0.8, 0.9, -1.2]])
+    # text 0: label 3 (cluster 1) -> clusters {1, 0}; text 1: label 5 -> {2, 0}; text 2: labels 0, 1 -> {0, 1}
+    Y = sp.csr_matrix(np.array([[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 1], [1, 1, 0, 0, 0, 0]], dtype=np.float32))
+    return rep, Y
+
+
+def test_batch_union_rows_first_occurrence_and_positives():
+    import scipy.sparse as sp
+
+    cand = np.array([[4, 2, -1], [2, 0, 4]])
+    Y = sp.csr_matrix(np.array([[0, 0, 1, 0, 0], [1, 0, 0, 0, 1]], dtype=np.float32))
+    rows, first, pos = A.batch_union(cand, Y)
+    assert rows.tolist() == [0, 2, 4]
+    assert first.tolist() == [4, 1, 0]                     # flat positions of the first 0, 2, 4
+    assert pos.tolist() == [[False, True, False], [True, False, True]]
+
+
+def test_with_alc_adds_exactly_the_auxiliary_term_on_a_hand_made_batch():
+    net = tiny_lightxml()
+    rep, Y = tiny_batch()
+    base = net.training_loss(rep, Y)
+    cand = np.asarray(base.candidates)
+    assert [sorted(set(r[r >= 0].tolist())) for r in cand] == [[0, 1, 2, 3], [0, 1, 4, 5], [0, 1, 2, 3]]
+    net.attach_alc(A.ALC(3, beta1=0.7, beta2=1.3, tcm_weight=0.5, margins=(0.8, 0.1), seed=5))
+    out = A.with_alc(net, rep, Y, net.training_loss(rep, Y))
+    # by hand: union = labels 0..5, vectors = the label-embedding rows, z = the discriminator's projection
+    W = net.sparse_heads["labels"].weight
+    pos = torch.tensor([[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 1], [1, 1, 0, 0, 0, 0]], dtype=torch.bool)
+    want = A.alc_loss(net.bottleneck(rep), W, pos, net.alc.head, 0.7, 1.3, 0.5, (0.8, 0.1))
+    assert (out.loss - base.loss).item() == pytest.approx(want.loss.item(), rel=1e-6)
+    assert want.loss.item() > 0.1
+    assert {"labels", "clusters", "alc_ql", "alc_qb", "tcm"} <= set(out.parts)
+    assert [n for n, _ in out.rows] == ["labels", "labels"]
+    out.loss.backward()
+    hb_alc = out.rows[1][1]
+    assert hb_alc.rows.tolist() == [0, 1, 2, 3, 4, 5]
+    assert hb_alc.w.grad is not None and hb_alc.w.grad.abs().sum() > 0
+    assert net.alc.head.net.weight.grad.abs().sum() > 0
+
+
+def test_network_without_the_hook_refuses_alc():
+    from xmtc.neural.e2e import LossOut, Network
+
+    net = Network()
+    with pytest.raises(ConfigError, match="does not support the ALC"):
+        net.alc_dim()
+    lx = tiny_lightxml()
+    lx.attach_alc(A.ALC(3))
+    rep, Y = tiny_batch()
+    with pytest.raises(ConfigError, match="candidate labels"):
+        A.with_alc(lx, rep, Y, LossOut(torch.zeros(())))
+
+
+def test_cli_flags_parse_and_unknown_keys_are_errors(tmp_path):
+    from xmtc.cli import build_parser, main
+    from xmtc.config import build_config, config_from_args
+    from xmtc.models.lightxml import LightXMLConfig
+
+    argv = ["train", "x.tsv", "-o", str(tmp_path / "m"), "--method", "lightxml", "--alc", "true",
+            "--alc-weight", "0.25", "--tcm-weight", "2", "--tcm-margins", "0.8,0.3"]
+    cfg = config_from_args(LightXMLConfig, build_parser(argv).parse_args(argv))
+    assert (cfg.alc, cfg.alc_weight, cfg.tcm_weight, cfg.tcm_margins) == (True, 0.25, 2.0, "0.8,0.3")
+    assert LightXMLConfig().alc is False
+    with pytest.raises(ConfigError, match="unknown parameter.*'alc_wieght'"):
+        build_config(LightXMLConfig, {"alc": True, "alc_wieght": 1.0})
+    with pytest.raises(ConfigError, match="tcm_margins"):
+        build_config(LightXMLConfig, {"tcm_margins": "0.2,0.9"})
+    data = tmp_path / "x.tsv"
+    data.write_text("a\tsome text\n")
+    assert main(["train", str(data), "-o", str(tmp_path / "m"), "--method", "lightxml",
+                 "--tcm-margins", "0.9"]) == 2
+
+
+@pytest.fixture(scope="module")
+def yso_tiny(tmp_path_factory):
+    from conftest import DATA, make_tiny_bert, read_tsv_sample
+
+    d = DATA / "yso-finna-en-2k-20k"
+    if not d.exists():
+        pytest.skip("shared data not available")
+    texts, labels = read_tsv_sample(d / "train.txt.gz", 160)
+    enc = make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", texts, hidden=16)
+    return texts, labels, enc
+
+
+def _fit(yso_tiny, **kw):
+    from xmtc.models.lightxml import LightXML
+
+    texts, labels, enc = yso_tiny
+    m = LightXML(encoder=str(enc), max_length=16, epochs=1, batch_size=16, hidden_dim=8, n_layers=2, topk=4,
+                 cluster_size=8, valid_size=0, n_threads=1, seed=3, **kw)
+    return m.fit(texts, labels, progress=False)
+
+
+def test_alc_in_training_zero_weights_change_nothing_and_nonzero_weights_do(yso_tiny, tmp_path):
+    from xmtc.models.base import load
+
+    texts = yso_tiny[0][:40]
+    plain = _fit(yso_tiny)
+    zero = _fit(yso_tiny, alc=True, alc_weight=0.0, tcm_weight=0.0)
+    on = _fit(yso_tiny, alc=True)
+    p_plain, s_plain = plain._predict_batch(texts, 5)
+    p_zero, s_zero = zero._predict_batch(texts, 5)
+    p_on, s_on = on._predict_batch(texts, 5)
+    # the attached (seeded) pair head leaves the RNG stream and, at weight 0, every update unchanged
+    assert np.array_equal(p_plain, p_zero) and np.array_equal(s_plain, s_zero)
+    assert plain.loss_curve_ == zero.loss_curve_
+    # with weights the loss and the trained model differ
+    assert on.loss_curve_[0] > plain.loss_curve_[0]
+    assert not np.allclose(s_plain, s_on)
+    # the pair head is a training device: not in the saved model, which predicts the same after loading
+    assert on.network_.alc is None
+    assert not any(k.startswith("dense.alc.") for k in on.network_.arrays())
+    on.save(tmp_path / "m")
+    p_l, s_l = load(tmp_path / "m")._predict_batch(texts, 5)
+    assert np.array_equal(p_l, p_on) and np.allclose(s_l, s_on, atol=1e-6)

@@ -53,7 +53,8 @@ from torch import nn
 import torch.nn.functional as F
 
 __all__ = ["pair_features", "PairHead", "pair_scores", "hardest_negative", "batch_aware_candidates",
-           "ql_loss", "qb_loss", "tcm_loss", "alc_loss", "ALC", "AlcOut", "parse_margins"]
+           "ql_loss", "qb_loss", "tcm_loss", "alc_loss", "ALC", "AlcOut", "batch_union",
+           "with_alc"]
 
 # Pairs scored at once (x 4d floats each) in the gradient-free hardest-negative search.
 _CHUNK_PAIRS = 1 << 16
@@ -232,15 +233,38 @@ class ALC(nn.Module):
                         self.margins, candidate_mask)
 
 
-def parse_margins(text: str, source: str = "config") -> tuple[float, float]:
-    """``"m+,m-"`` -> (m+, m-), both cosines in [-1, 1] with m- <= m+ (else ConfigError naming ``source``)."""
+# -- wiring into the end-to-end trainer ------------------------------------------------------------
+def batch_union(candidates, Y):
+    """The batch's candidate labels as one set: ``(rows (C,) sorted label ids, first (C,) flat position
+    in candidates of each row's first occurrence, positive_mask (B, C) bool from ``Y`` (scipy, B x L))``."""
+    import numpy as np
+
+    ids = torch.as_tensor(np.asarray(candidates) if not isinstance(candidates, torch.Tensor) else candidates)
+    flat = ids.reshape(-1).long()
+    where = torch.nonzero(flat >= 0, as_tuple=True)[0]
+    rows, inv = torch.unique(flat[where], return_inverse=True)
+    first = torch.full((rows.numel(),), flat.numel(), dtype=torch.long).scatter_reduce(
+        0, inv, where, reduce="amin")
+    pos = torch.from_numpy(np.asarray(Y[:, rows.numpy()].todense()) > 0)
+    return rows, first, pos
+
+
+def with_alc(network, rep, Y, out):
+    """``out`` (a :class:`xmtc.neural.e2e.LossOut`) plus the ALC term of ``network.alc`` on this batch.
+
+    The candidate labels are the union of ``out.candidates`` (what the method scored for the batch); their
+    vectors come from the method's hook ``network.alc_vectors`` (for LightXML the label-embedding rows,
+    gathered through its row-sparse head so only those rows receive gradient).
+    """
+    from dataclasses import replace
+
     from ..errors import ConfigError
 
-    try:
-        a, b = (float(x) for x in str(text).split(","))
-    except ValueError:
-        raise ConfigError(f"{source}: 'tcm_margins' must be two numbers 'm+,m-' (e.g. 0.9,0.5), got {text!r}") \
-            from None
-    if not (-1.0 <= b <= a <= 1.0):
-        raise ConfigError(f"{source}: 'tcm_margins' needs -1 <= m- <= m+ <= 1, got {text!r}")
-    return a, b
+    if out.candidates is None:
+        raise ConfigError(f"{type(network).__name__} does not report its candidate labels; ALC needs them")
+    ids = torch.as_tensor(out.candidates).long()
+    h_q, h_l, rows = network.alc_vectors(rep, ids)
+    label_rows, first, pos = batch_union(ids.cpu(), Y)
+    vectors = h_l.reshape(-1, h_l.shape[-1])[first.to(h_l.device)]
+    a = network.alc(h_q, vectors, pos.to(h_q.device))
+    return replace(out, loss=out.loss + a.loss, rows=list(out.rows) + list(rows), parts={**out.parts, **a.parts})
