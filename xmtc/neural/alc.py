@@ -36,7 +36,13 @@ project's issue 10, written out here so that it can be checked and changed:
   paper's normalisation). Negative pairs here are all (text, candidate) pairs that are not positives.
 
 Weights: ``beta1 = beta2 = alc_weight`` and ``lambda+ = lambda- = tcm_weight`` in the estimator shell
-(:mod:`xmtc.models.end_to_end`); ``--tcm-margins m+,m-`` (default 0.9,0.5, the TCM paper's values).
+(:mod:`xmtc.models.end_to_end`); ``--tcm-margins m+,m-`` (default 0.9,0.5, the defaults of the TCM loss in
+pytorch-metric-learning; the paper tunes them per data set). The defaults 1 / 1 / 0.9,0.5 are the plain
+reading (``L = L_base + L_ql + L_qb + L_tcm``), not weights tuned on our data.
+
+Not built: the issue allows the label text's embedding as ``h_l`` where label texts exist; here ``h_l`` is
+always the method's own label-head row (the hook :meth:`xmtc.neural.e2e.Network.alc_vectors`), so ALC
+shapes the very vectors the method scores with.
 
 Cost per step: the hardest-negative search scores all B x C pairs with the head, without gradient, in
 chunks of bounded memory; the gradient-carrying pair scores are only those of the positive pairs and their
