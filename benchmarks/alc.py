@@ -54,8 +54,8 @@ def run(args) -> dict:
     test_texts, Y_test = list(test.texts), test.Y
     if args.max_test:
         test_texts, Y_test = test_texts[:args.max_test], Y_test[:args.max_test]
-    params = dict(encoder=args.encoder, max_length=args.max_length, epochs=args.epochs, batch_size=args.batch_size,
-                  n_threads=args.threads, seed=args.seed, device="cpu")
+    params = {"encoder": args.encoder, "max_length": args.max_length, "epochs": args.epochs,
+              "batch_size": args.batch_size, "n_threads": args.threads, "seed": args.seed, "device": "cpu"}
     if args.variant == "alc":
         params.update(alc=True, alc_weight=args.alc_weight, tcm_weight=args.tcm_weight, tcm_margins=args.tcm_margins)
     load0 = os.getloadavg()

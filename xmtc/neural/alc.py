@@ -55,12 +55,24 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
-from torch import nn
 import torch.nn.functional as F
+from torch import nn
 
-__all__ = ["pair_features", "PairHead", "pair_scores", "hardest_negative", "batch_aware_candidates",
-           "ql_loss", "qb_loss", "tcm_loss", "alc_loss", "ALC", "AlcOut", "batch_union",
-           "with_alc"]
+__all__ = [
+    "ALC",
+    "AlcOut",
+    "PairHead",
+    "alc_loss",
+    "batch_aware_candidates",
+    "batch_union",
+    "hardest_negative",
+    "pair_features",
+    "pair_scores",
+    "qb_loss",
+    "ql_loss",
+    "tcm_loss",
+    "with_alc",
+]
 
 # Floats of one chunk of the gradient-free hardest-negative search: ~2 MB, cache-sized (a (32, 1024, 300)
 # chunk ran 7x slower than (32, 64, 300) chunks on the 2-core machine).
@@ -287,7 +299,7 @@ def with_alc(network, rep, Y, out):
         raise ConfigError(f"{type(network).__name__} does not report its candidate labels; ALC needs them")
     ids = torch.as_tensor(out.candidates).long()
     h_q, h_l, rows = network.alc_vectors(rep, ids)
-    label_rows, first, pos = batch_union(ids.cpu(), Y)
+    _label_rows, first, pos = batch_union(ids.cpu(), Y)
     vectors = h_l.reshape(-1, h_l.shape[-1])[first.to(h_l.device)]
     a = network.alc(h_q, vectors, pos.to(h_q.device))
     return replace(out, loss=out.loss + a.loss, rows=list(out.rows) + list(rows), parts={**out.parts, **a.parts})
