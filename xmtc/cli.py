@@ -171,7 +171,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     log.info("read %d training documents with %d labels in %.1fs", len(ds), ds.Y.shape[1],
              time.perf_counter() - t0)
     if ds.Y.nnz == 0:  # e.g. an `xmtc select` file nobody has annotated yet
-        from .errors import DataFormatError
         raise DataFormatError(args.train_file, None, "no document has a label; nothing to train on")
     model = cls(**config_to_dict(cfg))
     fit_kw = {}

@@ -24,6 +24,9 @@ class LightXMLConfig(EndToEndParams):
                                  " 1e-4).", minimum=0.0, exclusive_minimum=True)
     n_layers: int = param(5, "[CLS] states of the last this many encoder layers are concatenated into the"
                           " text representation (the paper's 5).", minimum=1)
+    pooling: str = param("cls", "Per layer, the first token's state (cls, the paper) or the masked mean of the"
+                         " token states (mean, what sentence encoders such as all-MiniLM-L6-v2 were trained"
+                         " with).", choices=("cls", "mean"))
     dropout: float = param(0.5, "Dropout on the text representation.", minimum=0.0, maximum=0.95)
     hidden_dim: int = param(300, "Rank of the label discriminator (size of the label embeddings).", minimum=1)
     cluster_size: int = param(16, "Most labels per cluster of the generator (leaves of the balanced 2-means"
@@ -46,7 +49,7 @@ class LightXML(EndToEndModel):
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
         return LightXMLNetwork(clusters, encoder.config.hidden_size, n_layers=min(cfg.n_layers,
                                encoder.config.num_hidden_layers), hidden_dim=cfg.hidden_dim, dropout=cfg.dropout,
-                               topk=cfg.topk, seed=cfg.seed)
+                               topk=cfg.topk, pooling=cfg.pooling, seed=cfg.seed)
 
     def _network_class(self):
         from ..neural.lightxml import LightXMLNetwork

@@ -39,8 +39,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ModelFormatError
-from .e2e import LossOut, Network, cls_concat
+from ..errors import ConfigError, ModelFormatError
+from .e2e import LossOut, Network, cls_concat, mean_pooled
 from .heads import RowSparseHead
 
 
@@ -64,6 +64,13 @@ def cluster_targets(Y: sp.csr_matrix, cluster_of_label: np.ndarray, n_clusters: 
     rows = np.repeat(np.arange(Y.shape[0]), np.diff(Y.indptr))
     out[rows, cluster_of_label[Y.indices]] = 1.0
     return out
+
+
+def sample_clusters(g_logits, y_clusters, k: int):
+    """LightXML's dynamic negative sampling: the top ``k`` clusters of ``sigmoid(g) + y`` (B, k), so the
+    true clusters come first (ties in their sigmoid order) and the generator's current best fill the rest."""
+    with torch.no_grad():
+        return torch.topk(torch.sigmoid(g_logits.float()) + y_clusters, k, dim=1).indices
 
 
 def candidate_labels(top_clusters: np.ndarray, members: np.ndarray, Y: sp.csr_matrix | None = None
@@ -109,7 +116,7 @@ class LightXMLNetwork(Network):
     """Generator over label clusters + low-rank label discriminator (see the module docstring)."""
 
     def __init__(self, cluster_of_label: np.ndarray, hidden_size: int, *, n_layers: int = 5, hidden_dim: int = 300,
-                 dropout: float = 0.5, topk: int = 10, seed: int = 0):
+                 dropout: float = 0.5, topk: int = 10, pooling: str = "cls", seed: int = 0):
         super().__init__()
         self.cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
         self.n_labels = int(self.cluster_of_label.size)
@@ -118,6 +125,9 @@ class LightXMLNetwork(Network):
         self.n_layers, self.hidden_dim, self.dropout_p = int(n_layers), int(hidden_dim), float(dropout)
         self.topk = int(min(topk, self.n_clusters))
         self.hidden_size = int(hidden_size)
+        if pooling not in ("cls", "mean"):
+            raise ConfigError(f"pooling must be cls or mean, got {pooling!r}")
+        self.pooling = pooling
         g = torch.Generator().manual_seed(seed)
         d_in = self.n_layers * self.hidden_size
         self.dropout = torch.nn.Dropout(self.dropout_p)
@@ -135,7 +145,10 @@ class LightXMLNetwork(Network):
 
     # -- forward parts ---------------------------------------------------------------------------------
     def text_representation(self, hidden_states, attention_mask):
-        return self.dropout(cls_concat(hidden_states, self.n_layers))
+        if self.pooling == "cls":
+            return self.dropout(cls_concat(hidden_states, self.n_layers))
+        return self.dropout(torch.cat([mean_pooled(hidden_states[-i], attention_mask)
+                                       for i in range(1, self.n_layers + 1)], dim=-1))
 
     def _label_logits(self, hb, z):
         w = hb.w[hb.local].to(z.dtype)                       # (B, S, hidden_dim); the bias stays 0
@@ -144,8 +157,7 @@ class LightXMLNetwork(Network):
     def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:
         g = self.generator(rep).float()                       # (B, C)
         yc = torch.from_numpy(cluster_targets(Y, self.cluster_of_label, self.n_clusters)).to(g.device)
-        with torch.no_grad():
-            top = torch.topk(torch.sigmoid(g) + yc, self.topk, dim=1).indices.cpu().numpy()
+        top = sample_clusters(g, yc, self.topk).cpu().numpy()
         cand, target = candidate_labels(top, self.members, Y)
         head = self.sparse_heads["labels"]
         hb = head.gather(torch.from_numpy(cand).to(head.weight.device))
@@ -188,7 +200,7 @@ class LightXMLNetwork(Network):
     # -- persistence -----------------------------------------------------------------------------------
     def meta(self) -> dict:
         return {"n_labels": self.n_labels, "n_clusters": self.n_clusters, "n_layers": self.n_layers,
-                "hidden_dim": self.hidden_dim, "dropout": self.dropout_p, "topk": self.topk,
+                "hidden_dim": self.hidden_dim, "dropout": self.dropout_p, "topk": self.topk, "pooling": self.pooling,
                 "hidden_size": self.hidden_size}
 
     def structure_arrays(self) -> dict[str, np.ndarray]:
@@ -206,6 +218,7 @@ class LightXMLNetwork(Network):
             raise ModelFormatError(f"{source}: network built for hidden size {hs}, the encoder has {hidden_size}")
         if col.ndim != 1 or col.size == 0 or col.min() < 0 or col.size != int(meta.get("n_labels", -1)):
             raise ModelFormatError(f"{source}: cluster_of_label does not match the {meta.get('n_labels')} labels")
-        net = cls(col, hs, n_layers=n_layers, hidden_dim=hidden_dim, dropout=dropout, topk=topk)
+        net = cls(col, hs, n_layers=n_layers, hidden_dim=hidden_dim, dropout=dropout, topk=topk,
+                  pooling=str(meta.get("pooling", "cls")))
         net.load_dense_sparse(arrays, source)
         return net

@@ -1,0 +1,223 @@
+"""CascadeXML: per-level candidates and score combination against hand-computed cases; training on a tiny
+random BERT (loss falls, P@1 beats the untrained network), save -> load, and the CLI."""
+
+from __future__ import annotations
+
+import collections
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+import xmtc  # noqa: E402
+from xmtc.cli import main  # noqa: E402
+from xmtc.errors import ConfigError  # noqa: E402
+from xmtc.index.tree import LabelTree  # noqa: E402
+from xmtc.neural.cascadexml import CascadeNetwork, default_layers, parse_layers  # noqa: E402
+
+from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
+
+# The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is 0.1-0.2% of its
+# size: nothing trained it to summarise), so the end-to-end tests read mean-pooled states, without dropout,
+# at high learning rates (the estimator also reads mean-pooled states by default; cls is the paper's option).
+FAST = dict(max_length=16, epochs=8, batch_size=32, learning_rate=5e-3, head_learning_rate=2e-2, n_threads=1,
+            branching=3, max_leaf_size=3, topk="2,3", valid_size=0, seed=0, pooling="mean", level_dropout="0",
+            projection_dropout=0.0)
+
+
+def _network(parents, hidden=2, topk=(1, 2), score="parent", dropouts=None):
+    tree = LabelTree.from_parents(parents)
+    n = tree.depth + 1
+    return CascadeNetwork(tree, hidden, layers=[(1,)] * n, topk=list(topk), dropouts=dropouts or [0.0] * n,
+                          loss_weights=[1.0] * n, score=score)
+
+
+# -- candidates: children( top-k of the previous level's candidates ∪ true parents ) ----------------------
+def test_candidates_equal_their_definition_on_a_hand_made_tree():
+    # level 0: 3 nodes; level 1: 6 nodes, parents [0, 0, 1, 1, 2, 2]; labels: 12, two per level-1 node
+    net = _network([[0, 0, 0], [0, 0, 1, 1, 2, 2], np.repeat(np.arange(6), 2)], topk=(1, 2))
+    prev_ids = np.array([[0, 1, 2], [0, 1, 2], [0, 1, 2]])
+    prev_scores = np.array([[0.9, 0.1, 0.5], [0.2, 0.3, 0.8], [0.4, 0.6, 0.1]])
+    Y_prev = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0], [1, 0, 1]], dtype=np.float32))
+    Y_level = sp.csr_matrix(np.array([[0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0], [1, 0, 0, 0, 0, 1]], dtype=np.float32))
+    ids, y = net.candidates(prev_ids, prev_scores, 1, Y_prev, Y_level)
+    # doc 0: top-1 = node 0, true parent 1 -> children 0,1,2,3; doc 1: top-1 = node 2 -> 4,5;
+    # doc 2: top-1 = node 1, true parents 0 and 2 -> every node 0..5
+    want = [[0, 1, 2, 3], [4, 5], [0, 1, 2, 3, 4, 5]]
+    assert [list(r[r >= 0]) for r in ids] == want
+    assert [list(y[i][ids[i] >= 0]) for i in range(3)] == [[0, 0, 0, 1], [0, 0], [1, 0, 0, 0, 0, 1]]
+    # at prediction (no true parents): the top-k only; padding (-1) of the previous level is never chosen
+    ids, y = net.candidates(np.array([[4, -1, 1]]), np.array([[0.2, 0.99, 0.1]]), 2, None, None)
+    assert list(ids[0][ids[0] >= 0]) == [2, 3, 8, 9] and not y.any()
+
+
+def test_candidates_match_a_set_based_implementation():
+    rng = np.random.default_rng(3)
+    parents1 = rng.integers(0, 5, 20)
+    parents1[:5] = np.arange(5)                              # every level-0 node has a child
+    net = _network([[0] * 5, parents1, np.arange(20)], topk=(2, 3))
+    B, S = 16, 12
+    prev_ids = np.stack([rng.permutation(20)[:S] for _ in range(B)])
+    prev_ids[rng.random((B, S)) < 0.2] = -1
+    prev_scores = rng.random((B, S))
+    Y_prev = sp.csr_matrix((rng.random((B, 20)) < 0.1).astype(np.float32))
+    ids, _ = net.candidates(prev_ids, prev_scores, 2, Y_prev, sp.csr_matrix((B, 20), dtype=np.float32))
+    for i in range(B):
+        live = [(s, n) for s, n in zip(prev_scores[i], prev_ids[i]) if n >= 0]
+        top = {n for _, n in sorted(live, reverse=True)[:3]} | set(Y_prev[i].indices)
+        want = sorted(c for c in range(20) if c in top)      # level 2 is the identity over 20 nodes
+        assert list(ids[i][ids[i] >= 0]) == want
+
+
+# -- prediction: the cascade and the score combination --------------------------------------------------
+def _set_heads(net, weights):
+    with torch.no_grad():
+        net.head0.weight.copy_(torch.tensor(weights[0][0]))
+        net.head0.bias.copy_(torch.tensor(weights[0][1]))
+        for t in range(1, len(weights)):
+            net.sparse_heads[f"level{t}"].weight.copy_(torch.tensor(weights[t][0]))
+            net.sparse_heads[f"level{t}"].bias.copy_(torch.tensor(weights[t][1]))
+
+
+@pytest.mark.parametrize("score", ["parent", "path", "label"])
+def test_prediction_combines_level_scores_as_computed_by_hand(score):
+    # 2 -> 4 -> 8 nodes, hidden 1, rep = 1 for every level: a node's logit is its weight + bias
+    net = _network([[0, 0], [0, 0, 1, 1], [0, 0, 1, 1, 2, 2, 3, 3]], hidden=1, topk=(1, 2), score=score)
+    net.eval()
+    w0 = [2.0, -1.0]                                      # level 0: node 0 wins (top-1)
+    w1 = [0.5, 1.5, 3.0, 3.0]                             # level 1: candidates 0, 1 (children of 0); both kept
+    w2 = [1.0, -2.0, 0.0, 2.5, 4.0, 4.0, 4.0, 4.0]        # labels: candidates 0..3 (children of 0 and 1)
+    _set_heads(net, [(np.array(w0)[:, None], np.zeros(2)), (np.array(w1)[:, None], np.zeros(4)),
+                     (np.array(w2)[:, None], np.zeros(8))])
+    rep = [torch.ones(1, 1)] * 3
+    with torch.no_grad():
+        idx, sc = net.predict(rep, 5)
+    sig = lambda x: 1.0 / (1.0 + np.exp(-x))  # noqa: E731
+    s0, s1, s2 = sig(np.array(w0)), sig(np.array(w1)), sig(np.array(w2))
+    parent_of = [0, 0, 1, 1]
+    if score == "label":
+        expect = {l: s2[l] for l in range(4)}
+    elif score == "parent":
+        expect = {l: s2[l] * s1[parent_of[l]] for l in range(4)}
+    else:
+        expect = {l: s2[l] * s1[parent_of[l]] * s0[0] for l in range(4)}
+    order = sorted(expect, key=lambda l: -expect[l])
+    assert idx[0, :4].tolist() == order and idx[0, 4].item() == -1      # labels 4..7 never reached
+    np.testing.assert_allclose(sc[0, :4].numpy(), [expect[l] for l in order], rtol=1e-6)
+    assert sc[0, 4].item() == 0.0
+
+
+def test_layer_rule_reproduces_the_reference_for_bert_base():
+    assert default_layers(12, 3) == [(7, 8), (10,), (12,)]
+    assert default_layers(12, 4) == [(5, 6), (8,), (10,), (12,)]
+    assert default_layers(6, 3) == [(3, 4), (5,), (6,)]
+    assert parse_layers("3+4,5,6", 6, 3) == [(3, 4), (5,), (6,)]
+    with pytest.raises(ConfigError, match="does not exist"):
+        parse_layers("3+7,5,6", 6, 3)
+    with pytest.raises(ConfigError, match="names 2 levels"):
+        parse_layers("5,6", 6, 3)
+
+
+# -- end to end on a tiny random BERT ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def sample():
+    """Texts of the 24 most frequent labels among the first 8,000 training lines (300 to train, 96 to test):
+    a task the tiny encoder can begin to learn in seconds (labels seen ~15 times each, not once)."""
+    d = DATA / "yso-finna-en-2k-20k"
+    if not d.exists():
+        pytest.skip("shared data not available")
+    texts, labels = read_tsv_sample(d / "train.txt.gz", 8000)
+    counts = collections.Counter(x for ls in labels for x in ls)
+    keep = {x for x, _ in counts.most_common(24)}
+    pairs = [(t, [x for x in ls if x in keep]) for t, ls in zip(texts, labels)]
+    pairs = [(t, ls) for t, ls in pairs if ls]
+    train, test = pairs[:300], pairs[300:396]
+    return tuple(map(list, zip(*train))), tuple(map(list, zip(*test)))
+
+
+@pytest.fixture(scope="module")
+def encoder_dir(sample, tmp_path_factory):
+    return make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", sample[0][0])
+
+
+@pytest.fixture(scope="module")
+def fitted(sample, encoder_dir):
+    (texts, labels), _ = sample
+    return xmtc.CascadeXML(encoder=str(encoder_dir), **FAST).fit(texts, labels, progress=False)
+
+
+def _p_at_1(model, texts, labels):
+    preds = model.predict(texts, k=1)
+    return float(np.mean([bool(p) and p[0][0] in set(l) for p, l in zip(preds, labels)]))
+
+
+def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted, encoder_dir):
+    (texts, labels), _ = sample
+    net = fitted.network_
+    assert net.sizes == [3, 9, 24] and net.layers == [(1,), (1,), (2,)]
+    curve = fitted.loss_curve_
+    assert curve[-1] < 0.8 * curve[0], curve
+    from xmtc.features.encoder import load_encoder
+
+    untrained = xmtc.CascadeXML(encoder=str(encoder_dir), **FAST)
+    untrained.__dict__.update({k: v for k, v in fitted.__dict__.items() if k.endswith("_")})
+    untrained.tokenizer_, untrained.encoder_ = load_encoder(str(encoder_dir), "cpu")
+    untrained.network_ = CascadeNetwork(net.tree, net.hidden, net.layers, net.topk, net.dropouts, net.loss_weights,
+                                        net.score, net.proj_dropout, seed=net.seed, pooling=net.pooling)
+    # measured 0.04 vs 0.11 (12 vs 33 of the 300 training texts right at P@1)
+    before, after = _p_at_1(untrained, texts, labels), _p_at_1(fitted, texts, labels)
+    assert after > before, (before, after)
+
+
+def test_save_load_gives_equal_predictions(sample, fitted, tmp_path):
+    _, (test_texts, _) = sample
+    fitted.save(tmp_path / "m")
+    loaded = xmtc.load(tmp_path / "m")
+    assert type(loaded).__name__ == "CascadeXML" and loaded.network_.sizes == fitted.network_.sizes
+    a, b = fitted.predict_topk(test_texts, 5), loaded.predict_topk(test_texts, 5)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
+
+
+def test_cli_trains_cascadexml(sample, encoder_dir, tmp_path, capsys):
+    (texts, labels), (test_texts, test_labels) = sample
+    train = tmp_path / "train.tsv"
+    train.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(texts, labels)))
+    test = tmp_path / "test.tsv"
+    test.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test_texts[:20], test_labels[:20])))
+    args = ["--encoder", str(encoder_dir), "--max-length", "16", "--epochs", "1", "--branching", "3",
+            "--max-leaf-size", "3", "--topk", "2,3", "--score", "path", "--n-threads", "1", "--valid-size", "0", "-q"]
+    assert main(["train", str(train), "-o", str(tmp_path / "m"), "--method", "cascadexml", *args]) == 0
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    assert manifest["method"] == "cascadexml" and manifest["params"]["score"] == "path"
+    capsys.readouterr()
+    assert main(["predict", str(tmp_path / "m"), str(test), "-k", "3", "-q"]) == 0
+    rows = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 20 and all(len(r["labels"]) == 3 for r in rows)
+    assert main(["train", str(train), "-o", str(tmp_path / "bad"), "--method", "cascadexml", *args[:-3],
+                 "--topk", "x,y", "-q"]) == 2
+    assert "topk" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("pooling", ["cls", "mean"])
+def test_each_level_reads_its_own_layers(pooling):
+    tree = LabelTree.from_parents([[0, 0], [0, 0, 1, 1]])
+    net = CascadeNetwork(tree, 3, layers=[(1, 2), (3,)], topk=[1], dropouts=[0.0, 0.0], loss_weights=[1.0, 1.0],
+                         pooling=pooling).eval()
+    g = torch.Generator().manual_seed(0)
+    hidden = tuple(torch.randn(2, 4, 3, generator=g) for _ in range(4))     # embeddings + 3 layers
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 0, 0]])
+    with torch.no_grad():
+        rep = net.text_representation(hidden, mask)
+    if pooling == "cls":
+        read = [h[:, 0] for h in hidden]
+    else:
+        read = [torch.stack([h[i, :int(mask[i].sum())].mean(0) for i in range(2)]) for h in hidden]
+    W, b = net.proj[1].weight.detach(), net.proj[1].bias.detach()
+    torch.testing.assert_close(rep[0], torch.cat([read[1], read[2]], 1) @ W.T + b)
+    torch.testing.assert_close(rep[1], read[3])

@@ -1,0 +1,101 @@
+"""CascadeXML (Kharbanda et al., NeurIPS'22): ``xmtc train --method cascadexml`` / ``xmtc.CascadeXML(...)``.
+
+The network (one classifier per tree level, each fed by its own encoder layer, each level scoring only
+the children of the previous level's top-k) is :mod:`xmtc.neural.cascadexml`, where the equations and
+every deviation from the paper and its reference code are written down. The training loop,
+validation-based epoch selection, checkpoints and the model folder are the shared end-to-end shell
+(:mod:`xmtc.models.end_to_end`). The label tree is the project's balanced k-means tree on PIFA over
+TF-IDF (:func:`xmtc.index.kmeans.build_label_tree`), ``branching`` children per node, leaves of at most
+``max_leaf_size`` labels: for the 1,994 labels of yso-finna-en-2k-20k the defaults give levels
+[16, 256, 1994].
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ..config import param
+from ..errors import ConfigError
+from .base import register
+from .end_to_end import EndToEndModel, EndToEndParams
+
+
+_NUMBERS = r"auto|\d*\.?\d+(e-?\d+)?(,\d*\.?\d+(e-?\d+)?)*"
+
+
+@dataclass
+class CascadeXMLConfig(EndToEndParams):
+    """CascadeXML: a cascade of per-level classifiers on intermediate encoder layers, trained end to end."""
+
+    epochs: int = param(2, "Passes over the training texts (2: on 2 CPU cores without bf16, all-MiniLM-L6-v2 at"
+                        " length 32 trained 10-11 texts/s under a load average of 7, more when the machine is quiet:"
+                        " more passes over 19,000 titles do not fit a CPU time budget).", minimum=1)
+    learning_rate: float = param(1e-4, "AdamW learning rate of the encoder (peak, after warm-up; the reference's"
+                                 " 1e-4).", minimum=0.0, exclusive_minimum=True)
+    head_learning_rate: float = param(1e-3, "Learning rate of the level classifiers (10x the encoder's, as the"
+                                      " reference).", minimum=0.0, exclusive_minimum=True)
+    branching: int = param(16, "Children per node of the label tree (balanced k-means on PIFA).", minimum=2)
+    max_leaf_size: int = param(8, "Most labels under a leaf cluster; with branching it sets the number of levels.",
+                               minimum=1)
+    topk: str = param("8,32", "Nodes kept per cluster level, coarse to fine (one number for every level): their"
+                      " children are the next level's candidates.")
+    layers: str = param("auto", "Encoder layer(s) whose [CLS] state feeds each level, coarse to fine, '+' joining"
+                        " a pair ('3+4,5,6'); auto = the reference's rule scaled to the encoder's depth.")
+    level_dropout: str = param("auto", "Dropout on each level's representation, coarse to fine (auto = the"
+                               " reference's 0.3,0.3,0.4 for three levels; 0.2,0.25,0.4,0.5 for four).")
+    projection_dropout: float = param(0.2, "Dropout before the first level's projection of its concatenated"
+                                      " layers.", minimum=0.0, maximum=0.95)
+    loss_weights: str = param("auto", "Weight of each level's BCE in the loss, coarse to fine (auto = all 1).")
+    pooling: str = param("mean", "What each level reads of its layer(s): mean = the attention-masked mean of the"
+                         " tokens' states (the default encoder was trained as a mean-pooled sentence encoder), cls ="
+                         " the first token's state (the paper).", choices=("cls", "mean"))
+    score: str = param("parent", "Final label score: parent = label x its parent's score (the reference's"
+                       " 'weighted'), path = product along the whole path, label = the label's own score.",
+                       choices=("parent", "path", "label"))
+
+    def validate(self, source: str) -> None:
+        """The list-valued settings' syntax, checked before any data is read (their lengths need the tree)."""
+        super().validate(source)
+        checks = (("topk", r"\d+(,\d+)*", "comma-separated whole numbers ('8,32')"),
+                  ("layers", r"auto|\d+(\+\d+)*(,\d+(\+\d+)*)*", "auto or layer numbers ('3+4,5,6')"),
+                  ("level_dropout", _NUMBERS, "auto or comma-separated numbers ('0.3,0.3,0.4')"),
+                  ("loss_weights", _NUMBERS, "auto or comma-separated numbers ('1,1,1')"))
+        for name, pattern, what in checks:
+            value = str(getattr(self, name)).replace(" ", "")
+            if not re.fullmatch(pattern, value):
+                raise ConfigError(f"{source}: '{name}' must be {what}, got {getattr(self, name)!r}")
+
+
+@register
+class CascadeXML(EndToEndModel):
+    """CascadeXML: one encoder pass, a different layer's [CLS] state for each level of the label tree."""
+
+    method = "cascadexml"
+    config_class = CascadeXMLConfig
+
+    def _build_network(self, cfg, encoder, texts, Y, n_threads):
+        from ..index.kmeans import build_label_tree
+        from ..index.pifa import pifa
+        from ..neural.cascadexml import (CascadeNetwork, parse_floats, parse_layers, parse_topk,
+                                         reference_dropouts)
+
+        X = cfg.tfidf().make_featurizer().fit_transform(texts)
+        tree = build_label_tree(pifa(X, Y), branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
+                                seed=cfg.seed, n_threads=n_threads)
+        if tree.depth < 1:
+            raise ConfigError(f"CascadeXML: {Y.shape[1]} labels with max_leaf_size {cfg.max_leaf_size} give a flat"
+                              " tree; lower max_leaf_size so that there is at least one cluster level")
+        n_levels = tree.depth + 1
+        return CascadeNetwork(
+            tree, encoder.config.hidden_size,
+            layers=parse_layers(cfg.layers, encoder.config.num_hidden_layers, n_levels),
+            topk=parse_topk(cfg.topk, n_levels - 1),
+            dropouts=parse_floats(cfg.level_dropout, n_levels, "level_dropout", reference_dropouts(n_levels)),
+            loss_weights=parse_floats(cfg.loss_weights, n_levels, "loss_weights", [1.0] * n_levels),
+            score=cfg.score, proj_dropout=cfg.projection_dropout, seed=cfg.seed, pooling=cfg.pooling)
+
+    def _network_class(self):
+        from ..neural.cascadexml import CascadeNetwork
+
+        return CascadeNetwork

@@ -1,0 +1,387 @@
+"""CascadeXML's network (Kharbanda et al., NeurIPS'22): one encoder pass, one tree level per encoder layer.
+
+The label tree (levels ``K_0 < K_1 < ... < K_D = L``; the last level is the labels) is read top-down by
+a *cascade* of classifiers, each fed by a different depth of the same transformer: coarse levels by
+intermediate layers, the labels by the last one. With ``h_l`` the first token's ([CLS]) state of
+layer ``l`` (``hidden_states[l]``, 0 = embeddings) and ``layers_t`` the layers chosen for level ``t``:
+
+    phi_0 = W_p dropout_p([h_l for l in layers_0])      (a pair of layers, concatenated and projected to h)
+    phi_t = [h_l for l in layers_t]                      (t >= 1; one layer)
+    s_t(n) = sigma(w_{t,n} . dropout_t(phi_t) + b_{t,n})  for node n of level t
+
+Level 0 scores every node. Level ``t >= 1`` scores only its *candidates*
+
+    M_t = children( top-k_{t-1}(s_{t-1} over M_{t-1})  ∪  P_{t-1} )
+
+where the top-k is taken over the previous level's candidates only (the cascade: a node outside
+``M_{t-1}`` has no score) and ``P_{t-1}`` are the text's true nodes of level ``t-1`` (teacher forcing,
+training only; every true node of level ``t`` is then a candidate). Built with
+:func:`xmtc.neural.shortlist.build_shortlist`, the same set as XR-Transformer's eq. 8. The top-k uses
+detached scores: the shortlist is a discrete choice, gradients flow through each level's own loss.
+
+Loss (the paper's weighted sum of per-level binary cross-entropies):
+
+    loss = sum_t  lambda_t * mean_{(i, n): n in M_t(i)}  BCE(s_t(n | x_i), y_t(n | x_i))
+
+Prediction runs the same cascade without ``P``: level 0 keeps its top-``k_0`` nodes by ``s_0``, each
+following level keeps the top-``k_t`` of its candidates by ``s_t``, and the labels reached are scored by
+``score``:
+
+* ``parent`` (default; the reference code's ``weighted`` scheme): ``s_D(l) * s_{D-1}(parent(l))``;
+* ``path``: the product of the level scores along the whole path, ``prod_t s_t(ancestor_t(l))``
+  (the probability chain of a tree model);
+* ``label``: ``s_D(l)`` alone (the reference's ``level`` scheme).
+
+All three are in [0, 1]. Only level 0 (the coarsest, a few dozen nodes) is a dense parameter; every
+other level is a :class:`~xmtc.neural.heads.RowSparseHead`, so a step touches the candidates' rows,
+never all L. (The ALC objective, :meth:`CascadeNetwork.alc_vectors`, pairs the label level's
+representation ``phi_D`` with the label head's rows.)
+
+Defaults and deviations from the paper and its reference code (xmc-aalto/cascadexml, ``src/CascadeXML.py``,
+``src/Runner.py``, read at commit ce701f6):
+
+* **Layers.** The reference hard-codes 12-layer BERT: 3 levels -> layers ``[(7, 8), 10, 12]``, 4 levels ->
+  ``[(5, 6), 8, 10, 12]``. We keep its rule and scale it to the encoder's depth N: the last level reads
+  layer N, each coarser level ``max(1, N // 6)`` layers lower, and the first level pairs its layer with the
+  one just below. For 12 layers this reproduces the reference exactly; all-MiniLM-L6 (6 layers), 3 levels:
+  ``[(3, 4), 5, 6]``. ``layers`` sets any other choice ("3+4,5,6").
+* **Pooling.** ``pooling="cls"`` reads the first token's state as the paper does; the estimator's default,
+  ``pooling="mean"``, reads the attention-masked mean of the same layer's token states instead, because
+  all-MiniLM-L6-v2 (the project's default encoder) was trained as a mean-pooled sentence encoder and its
+  [CLS] output was never trained to summarise a text (on a randomly initialised encoder the [CLS] state
+  hardly depends on the text at all: the tests' tiny BERT's spread across texts is 0.1-0.2% of its size,
+  against 16% for the mean). The network's own default stays ``cls``. Not yet measured: the two on the
+  pretrained encoder at full scale (``python benchmarks/cascadexml.py --params '{"pooling": "cls"}'``
+  against the default), and the three ``score`` rules (the same script reports all three).
+* **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
+  probability (``topk(s + y)``), so when a text has more than k true parents some are dropped and
+  otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that the issue and
+  XR-Transformer's eq. 8 state, so every true node is always trained and k predicted (hard) negatives are
+  always present. The union is at most ``k + |P|`` parents per text.
+* **Loss mean.** The reference averages each level's BCE over a padded (B, S) block, padding included (it
+  scores padding as logit 0, a constant log 2 that carries no gradient but dilutes the level's weight with
+  the padding's share). We average over the real candidates only, so ``lambda_t`` means what it says.
+* **Schedule and optimiser.** The reference runs a three-phase one-cycle LR and AdamW on everything (its
+  heads optionally sparse with SparseAdam). We train on the project's one loop (:mod:`xmtc.neural.e2e`:
+  linear warm-up + decay, AdamW on encoder and dense layers, lazy Adam on the row-sparse heads), with the
+  reference's ratio of 10x between the heads' and the encoder's rate as our default. Weight decay: the
+  reference's 0.05 on the encoder and 0.005 on the heads; ours the shell's 0.01 on the encoder's matrices
+  and none on the heads (the lazy Adam has none).
+* **First-level projection.** The reference always projects the first level's two concatenated layers
+  (Dropout 0.2 + Linear 2h -> h); we do the same, and skip the projection when ``layers`` gives the first
+  level a single layer (its state already has size h).
+* **Checkpoint selection.** The reference keeps the epoch with the best *test* score; the core chooses on a
+  validation split cut from the training data.
+* **Tree.** The reference loads ECLARE-style clusters (balanced 2-means on label features, branching 8
+  per level); we build the project's balanced k-means tree on PIFA over TF-IDF
+  (:func:`xmtc.index.kmeans.build_label_tree`) with ``branching`` children per node and leaves of at most
+  ``max_leaf_size`` labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ..errors import ConfigError, ModelFormatError
+from ..index.tree import LabelTree
+from .e2e import LossOut, Network, mean_pooled
+from .heads import RowSparseHead
+from .shortlist import build_shortlist, children_csr
+
+SCORES = ("parent", "path", "label")
+POOLINGS = ("cls", "mean")
+
+
+# -- settings parsed from strings (the CLI / JSON form) ----------------------------------------------------
+def default_layers(n_layers: int, n_levels: int) -> list[tuple[int, ...]]:
+    """The reference's layer rule scaled to an encoder of ``n_layers`` layers (see the module doc).
+
+    An encoder too shallow for the tree (fewer layers than levels) shares its first layer among the
+    coarse levels, and the first level reads a single layer when there is none below its own.
+    """
+    step = max(1, n_layers // 6)
+    picks = [max(1, n_layers - step * (n_levels - 1 - t)) for t in range(n_levels)]
+    first = (picks[0] - 1, picks[0]) if picks[0] >= 2 else (picks[0],)
+    return [first] + [(p,) for p in picks[1:]]
+
+
+def parse_layers(spec: str, n_layers: int, n_levels: int) -> list[tuple[int, ...]]:
+    """``"auto"`` or one entry per level, ``+`` joining layers: ``"3+4,5,6"``."""
+    if spec.strip() == "auto":
+        return default_layers(n_layers, n_levels)
+    try:
+        out = [tuple(int(x) for x in part.split("+")) for part in spec.split(",")]
+    except ValueError:
+        raise ConfigError(f"layers must be 'auto' or comma-separated layer numbers ('3+4,5,6'), got {spec!r}") \
+            from None
+    if len(out) != n_levels:
+        raise ConfigError(f"layers {spec!r} names {len(out)} levels; the tree has {n_levels}")
+    for entry in out:
+        for layer in entry:
+            if not 1 <= layer <= n_layers:
+                raise ConfigError(f"layer {layer} in {spec!r} does not exist: the encoder has layers 1..{n_layers}")
+    return out
+
+
+def parse_floats(spec: str, n: int, name: str, default: list[float]) -> list[float]:
+    """``"auto"`` (``default``), one number for every level, or ``n`` comma-separated numbers."""
+    if spec.strip() == "auto":
+        return list(default)
+    try:
+        vals = [float(x) for x in spec.split(",")]
+    except ValueError:
+        raise ConfigError(f"{name} must be 'auto' or comma-separated numbers, got {spec!r}") from None
+    if len(vals) == 1:
+        vals = vals * n
+    if len(vals) != n or any(not np.isfinite(v) or v < 0 for v in vals):
+        raise ConfigError(f"{name} needs {n} non-negative numbers (one per level), got {spec!r}")
+    return vals
+
+
+def parse_topk(spec: str, n: int) -> list[int]:
+    """Nodes kept per cluster level (every level but the labels): one number for all, or ``n`` of them."""
+    try:
+        vals = [int(x) for x in spec.split(",")]
+    except ValueError:
+        raise ConfigError(f"topk must be comma-separated whole numbers, got {spec!r}") from None
+    if len(vals) == 1:
+        vals = vals * n
+    if len(vals) != n or any(v < 1 for v in vals):
+        raise ConfigError(f"topk needs {n} positive numbers (one per cluster level), got {spec!r}")
+    return vals
+
+
+def reference_dropouts(n_levels: int) -> list[float]:
+    """The reference's per-level dropouts: 0.3, 0.3, 0.4 for three levels, 0.2, 0.25, 0.4, 0.5 for four."""
+    if n_levels == 3:
+        return [0.3, 0.3, 0.4]
+    if n_levels == 4:
+        return [0.2, 0.25, 0.4, 0.5]
+    return list(np.round(np.linspace(0.2, 0.5, n_levels), 3)) if n_levels > 1 else [0.3]
+
+
+def padded_children(parents: np.ndarray, n_parents: int) -> np.ndarray:
+    """(n_parents, max children) int64 node ids, -1 padded, ascending within a row."""
+    order = np.argsort(parents, kind="stable")
+    counts = np.bincount(parents, minlength=n_parents)
+    width = int(counts.max(initial=0))
+    out = np.full((n_parents, max(width, 1)), -1, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    sorted_parents = parents[order]
+    col = np.arange(parents.size) - starts[sorted_parents]
+    out[sorted_parents, col] = order
+    return out
+
+
+def _xavier(n: int, h: int, gen: torch.Generator) -> np.ndarray:
+    bound = float(np.sqrt(6.0 / (n + h)))
+    return ((torch.rand(n, h, generator=gen) * 2 - 1) * bound).numpy()
+
+
+# -- the network -----------------------------------------------------------------------------------------
+class CascadeNetwork(Network):
+    """CascadeXML's level classifiers over a label tree; see the module docstring."""
+
+    def __init__(self, tree: LabelTree, hidden: int, layers: list[tuple[int, ...]], topk: list[int],
+                 dropouts: list[float], loss_weights: list[float], score: str = "parent",
+                 proj_dropout: float = 0.2, seed: int = 0, pooling: str = "cls"):
+        super().__init__()
+        if tree.depth < 1:
+            raise ConfigError("CascadeXML needs a label tree with at least one cluster level")
+        if pooling not in POOLINGS:
+            raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
+        if score not in SCORES:
+            raise ConfigError(f"score must be one of {', '.join(SCORES)}, got {score!r}")
+        n_levels = tree.depth + 1
+        for name, v in (("layers", layers), ("dropouts", dropouts), ("loss_weights", loss_weights)):
+            if len(v) != n_levels:
+                raise ConfigError(f"{name} has {len(v)} entries; the tree has {n_levels} levels")
+        if any(not 0.0 <= p < 1.0 for p in list(dropouts) + [proj_dropout]):
+            raise ConfigError(f"dropouts must lie in [0, 1), got {list(dropouts)} and {proj_dropout}")
+        if len(topk) != n_levels - 1:
+            raise ConfigError(f"topk has {len(topk)} entries; the tree has {n_levels - 1} cluster levels")
+        self.tree = tree
+        self.parents = tree.parents                      # parents[t][n]: parent (level t-1) of node n of level t
+        self.sizes = tree.level_sizes
+        self.n_labels = tree.n_labels
+        self.hidden = int(hidden)
+        self.layers = [tuple(int(x) for x in e) for e in layers]
+        self.topk = [int(k) for k in topk]
+        self.dropouts = [float(p) for p in dropouts]
+        self.loss_weights = [float(w) for w in loss_weights]
+        self.score = score
+        self.pooling = pooling
+        self.proj_dropout = float(proj_dropout)
+        self.seed = int(seed)
+        gen = torch.Generator().manual_seed(seed)
+        width = len(self.layers[0]) * self.hidden
+        self.proj = torch.nn.Sequential(torch.nn.Dropout(self.proj_dropout), torch.nn.Linear(width, self.hidden)) \
+            if len(self.layers[0]) > 1 else torch.nn.Identity()
+        if len(self.layers[0]) > 1:
+            with torch.no_grad():
+                self.proj[1].weight.copy_(torch.from_numpy(_xavier(self.hidden, width, gen)))
+                self.proj[1].bias.zero_()
+        self.drops = torch.nn.ModuleList([torch.nn.Dropout(p) for p in self.dropouts])
+        self.head0 = torch.nn.Linear(self.hidden, self.sizes[0])
+        with torch.no_grad():
+            self.head0.weight.copy_(torch.from_numpy(_xavier(self.sizes[0], self.hidden, gen)))
+            self.head0.bias.zero_()
+        for t in range(1, n_levels):
+            self.sparse_heads[f"level{t}"] = RowSparseHead(_xavier(self.sizes[t], self.hidden, gen),
+                                                           np.zeros(self.sizes[t], dtype=np.float32))
+        self._children_csr = [None] + [children_csr(self.parents[t], self.sizes[t - 1]) for t in range(1, n_levels)]
+        for t in range(1, n_levels):
+            self.register_buffer(f"children{t}", torch.from_numpy(padded_children(self.parents[t], self.sizes[t - 1])),
+                                 persistent=False)
+            self.register_buffer(f"parent_of{t}", torch.from_numpy(self.parents[t].astype(np.int64)),
+                                 persistent=False)
+
+    @property
+    def n_levels(self) -> int:
+        return len(self.sizes)
+
+    # -- representation --------------------------------------------------------------------------------
+    def text_representation(self, hidden_states, attention_mask):
+        """Per-level representations ``[phi_0, ..., phi_D]``, each (B, h), dropout applied."""
+        n = len(hidden_states) - 1
+        reps = []
+        for t, entry in enumerate(self.layers):
+            if max(entry) > n:
+                raise ConfigError(f"level {t} reads layer {max(entry)}, but the encoder has {n} layers")
+            if self.pooling == "cls":
+                x = torch.cat([hidden_states[layer][:, 0] for layer in entry], dim=-1)
+            else:
+                x = torch.cat([mean_pooled(hidden_states[layer], attention_mask) for layer in entry], dim=-1)
+            if t == 0:
+                x = self.proj(x)
+            reps.append(self.drops[t](x))
+        return reps
+
+    # -- training ----------------------------------------------------------------------------------------
+    def candidates(self, prev_ids: np.ndarray, prev_scores: np.ndarray, level: int,
+                   Y_prev: sp.csr_matrix | None, Y_level: sp.csr_matrix | None):
+        """Candidates of ``level`` (t >= 1) for a batch: ``(ids, targets)``, (B, S) -1 / 0 padded.
+
+        ``prev_ids`` (B, S') and ``prev_scores`` (B, S') are the previous level's candidates and scores
+        (padding: id -1); its top-``k_{t-1}`` by score, united with the true parents ``Y_prev`` when given
+        (training), are expanded to their children. ``targets`` are 1 for the true nodes ``Y_level``.
+        """
+        k = self.topk[level - 1]
+        B = prev_ids.shape[0]
+        sc = np.where(prev_ids >= 0, prev_scores, -np.inf)
+        kk = min(k, sc.shape[1])
+        part = np.argpartition(-sc, kk - 1, axis=1)[:, :kk] if kk < sc.shape[1] else \
+            np.tile(np.arange(sc.shape[1]), (B, 1))
+        top = np.take_along_axis(prev_ids, part, axis=1)
+        top = np.where(np.take_along_axis(sc, part, axis=1) > -np.inf, top, -1)
+        mass = Y_level if Y_level is not None else sp.csr_matrix((B, self.sizes[level]), dtype=np.float32)
+        ids, targets, _ = build_shortlist(top, mass, self._children_csr[level], prev_positive=Y_prev)
+        return ids, (targets > 0).astype(np.float32)
+
+    def training_loss(self, rep, Y) -> LossOut:
+        import torch.nn.functional as F
+
+        Y = sp.csr_matrix(Y, dtype=np.float32)
+        targets = self.tree.level_targets(Y)
+        logits0 = self.head0(rep[0].to(self.head0.weight.dtype))
+        y0 = torch.from_numpy(targets[0].toarray()).to(logits0.device)
+        parts_t = [F.binary_cross_entropy_with_logits(logits0.float(), y0)]
+        rows = []
+        B = logits0.shape[0]
+        prev_ids = np.tile(np.arange(self.sizes[0], dtype=np.int64), (B, 1))
+        prev_scores = torch.sigmoid(logits0.detach().float()).cpu().numpy()
+        for t in range(1, self.n_levels):
+            ids, y = self.candidates(prev_ids, prev_scores, t, targets[t - 1], targets[t])
+            ids_t = torch.from_numpy(ids).to(logits0.device)
+            hb = self.sparse_heads[f"level{t}"].gather(ids_t)
+            logits = hb.score(rep[t].float())
+            valid = ~hb.mask
+            per = F.binary_cross_entropy_with_logits(logits, torch.from_numpy(y).to(logits.device), reduction="none")
+            parts_t.append((per * valid).sum() / valid.sum().clamp_min(1))
+            rows.append((f"level{t}", hb))
+            prev_ids = ids
+            prev_scores = torch.sigmoid(logits.detach()).cpu().numpy()
+        loss = sum(w * p for w, p in zip(self.loss_weights, parts_t))
+        return LossOut(loss=loss, rows=rows, parts={f"level{t}": float(p.detach()) for t, p in enumerate(parts_t)})
+
+    # -- prediction --------------------------------------------------------------------------------------
+    def _level_scores(self, t: int, rep, ids):
+        """sigma(scores) (B, S) of level ``t``'s nodes ``ids`` (B, S; -1 = padding, scored 0)."""
+        if t == 0:
+            return torch.sigmoid(self.head0(rep.to(self.head0.weight.dtype)).float())
+        head = self.sparse_heads[f"level{t}"]
+        flat = ids.clamp_min(0).reshape(-1)
+        w = head.weight.index_select(0, flat).view(*ids.shape, -1)
+        b = head.bias.index_select(0, flat).view(ids.shape)
+        s = torch.sigmoid(torch.einsum("bsh,bh->bs", w, rep.float()) + b)
+        return s.masked_fill(ids < 0, 0.0)
+
+    def cascade(self, rep):
+        """The prediction cascade: per level ``(ids, level scores, path scores, parent scores)``, (B, S_t)."""
+        B = rep[0].shape[0]
+        dev = self.head0.weight.device
+        ids = torch.arange(self.sizes[0], device=dev).expand(B, -1)
+        s = self._level_scores(0, rep[0], ids)
+        out = [(ids, s, s, torch.ones_like(s))]
+        for t in range(1, self.n_levels):
+            prev_ids, prev_s, prev_path, _ = out[-1]
+            kk = min(self.topk[t - 1], prev_ids.shape[1])
+            masked = prev_s.masked_fill(prev_ids < 0, -1.0)
+            top_s, pos = torch.topk(masked, kk, dim=1)
+            top = prev_ids.gather(1, pos).masked_fill(top_s < 0, -1)
+            top_path = prev_path.gather(1, pos)
+            children = getattr(self, f"children{t}")
+            width = children.shape[1]
+            kids = children[top.clamp_min(0)].masked_fill((top < 0).unsqueeze(-1), -1).reshape(B, kk * width)
+            parent_s = top_s.clamp_min(0).unsqueeze(-1).expand(B, kk, width).reshape(B, kk * width)
+            parent_path = top_path.unsqueeze(-1).expand(B, kk, width).reshape(B, kk * width)
+            s = self._level_scores(t, rep[t], kids)
+            out.append((kids, s, s * parent_path, parent_s))
+        return out
+
+    def predict(self, rep, k: int):
+        """Top-``k`` labels (B, k) and their ``score`` (see the module doc; -1 / 0 padding)."""
+        ids, s, path, parent = self.cascade(rep)[-1]
+        final = {"parent": s * parent, "path": path, "label": s}[self.score]
+        final = final.masked_fill(ids < 0, -1.0)
+        kk = min(k, ids.shape[1])
+        top_s, pos = torch.topk(final, kk, dim=1)
+        top = ids.gather(1, pos).masked_fill(top_s < 0, -1)
+        top_s = top_s.clamp_min(0.0)
+        if kk < k:
+            B = ids.shape[0]
+            top = torch.cat([top, top.new_full((B, k - kk), -1)], 1)
+            top_s = torch.cat([top_s, top_s.new_zeros((B, k - kk))], 1)
+        return top, top_s
+
+    def alc_vectors(self, rep, label_ids):
+        """ALC: the label level's representation and the label head's rows of ``label_ids`` (one space)."""
+        head = self.sparse_heads[f"level{self.n_levels - 1}"]
+        hb = head.gather(label_ids.to(head.weight.device))
+        z = rep[-1]
+        return z, hb.w[hb.local].to(z.dtype), hb
+
+    # -- storage -----------------------------------------------------------------------------------------
+    def meta(self) -> dict:
+        return {"hidden": self.hidden, "layers": [list(e) for e in self.layers], "topk": self.topk,
+                "dropouts": self.dropouts, "loss_weights": self.loss_weights, "score": self.score,
+                "proj_dropout": self.proj_dropout, "seed": self.seed, "pooling": self.pooling}
+
+    def structure_arrays(self) -> dict[str, np.ndarray]:
+        return {f"tree.{k}": v for k, v in self.tree.to_arrays().items()}
+
+    @classmethod
+    def from_arrays(cls, arrays, meta: dict, *, source: str = "model", hidden_size: int | None = None):
+        try:
+            tree = LabelTree.from_arrays({"level_sizes": arrays["tree.level_sizes"], "parents": arrays["tree.parents"]})
+            net = cls(tree, int(meta["hidden"]), [tuple(e) for e in meta["layers"]], list(meta["topk"]),
+                      list(meta["dropouts"]), list(meta["loss_weights"]), str(meta["score"]),
+                      float(meta["proj_dropout"]), int(meta.get("seed", 0)), str(meta.get("pooling", "cls")))
+        except (KeyError, TypeError, ValueError, ConfigError) as exc:
+            raise ModelFormatError(f"{source}: bad CascadeXML network ({exc!r})") from None
+        if hidden_size is not None and int(hidden_size) != net.hidden:
+            raise ModelFormatError(f"{source}: network expects hidden size {net.hidden}, encoder has {hidden_size}")
+        net.load_dense_sparse(arrays, source)
+        return net
