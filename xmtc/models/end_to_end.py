@@ -68,8 +68,17 @@ class EndToEndParams(TfidfParams):
                                   " optimiser steps (0 = after each epoch only).", minimum=0)
     seed: int = param(0, "Random seed (split, clustering, initialisation, batch order, dropout).", minimum=0)
     n_threads: int = param(0, "CPU threads (0 = all cores).", minimum=0)
+    alc: bool = param(False, "Train with the ALC auxiliary objective (xmtc/neural/alc.py): pair cross-entropies"
+                      " on the hardest in-batch negatives + the threshold-consistent margin loss (TCM), meant to"
+                      " let one score threshold accept more suggestions (coverage@P90).")
+    alc_weight: float = param(1.0, "With alc: beta1 = beta2, the weight of ALC's pair cross-entropies L_ql and"
+                              " L_qb (0 = TCM only).", minimum=0.0)
+    tcm_weight: float = param(1.0, "With alc: lambda+ = lambda-, the weight of the TCM loss (0 = off).", minimum=0.0)
+    tcm_margins: str = param("0.9,0.5", "With alc: TCM margins 'm+,m-' on the cosine of (text, label) vectors:"
+                             " positives below m+ and negatives above m- are penalised.")
 
     def validate(self, source: str) -> None:
+        parse_margins(self.tcm_margins, source)
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"{source}: 'device' must be auto, cpu, cuda or cuda:N, got {self.device!r}")
         if self.valid_size >= 1 and self.valid_size != int(self.valid_size):
@@ -90,6 +99,18 @@ class EndToEndParams(TfidfParams):
             max_grad_norm=self.max_grad_norm, precision=self.precision, encode_batch_size=self.encode_batch_size,
             seed=self.seed, checkpoint_every=self.checkpoint_every, swa=self.swa, swa_start=self.swa_start,
             swa_every=self.swa_every, select_metric=self.select_metric)
+
+
+def parse_margins(text: str, source: str = "config") -> tuple[float, float]:
+    """``"m+,m-"`` -> (m+, m-), both cosines in [-1, 1] with m- <= m+ (else ConfigError naming ``source``)."""
+    try:
+        a, b = (float(x) for x in str(text).split(","))
+    except ValueError:
+        raise ConfigError(f"{source}: 'tcm_margins' must be two numbers 'm+,m-' (e.g. 0.9,0.5), got {text!r}") \
+            from None
+    if not (-1.0 <= b <= a <= 1.0):
+        raise ConfigError(f"{source}: 'tcm_margins' needs -1 <= m- <= m+ <= 1, got {text!r}")
+    return a, b
 
 
 def validation_split(n: int, valid_size: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -173,6 +194,11 @@ class EndToEndModel(XMCModel):
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)
         Y_train = Y[train_rows]
         network = self._build_network(cfg, encoder, [texts[i] for i in train_rows], Y_train, n_threads)
+        if cfg.alc:  # the pair head trains with the network; seeded apart so the rest of the run is unchanged
+            from ..neural.alc import ALC
+
+            network.attach_alc(ALC(network.alc_dim(), beta1=cfg.alc_weight, beta2=cfg.alc_weight,
+                                   tcm_weight=cfg.tcm_weight, margins=parse_margins(cfg.tcm_margins), seed=cfg.seed))
         network.to_device(device)
         valid = (tokenized.take(valid_rows), Y[valid_rows]) if valid_rows.size else None
         trainer = EndToEndTrainer(encoder, network, tokenized.take(train_rows), Y_train, cfg.train_settings(),
@@ -187,6 +213,7 @@ class EndToEndModel(XMCModel):
             else:
                 ckpt.clear()
         result = trainer.run(progress, ckpt.save if ckpt is not None and ctx.is_main else None)
+        network.attach_alc(None)  # a training device only: predictions never use it, the model does not keep it
         self.is_main_process_ = ctx.is_main
         self.labels_ = vocab
         self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)

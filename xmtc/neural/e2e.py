@@ -71,11 +71,14 @@ def mean_pooled(hidden, attention_mask):
 class LossOut:
     """A network's training loss on one batch: ``loss`` (scalar tensor), ``rows`` the ``(head name,
     HeadBatch)`` pairs it gathered from its row-sparse heads (their gradients are collected), and
-    ``parts`` the loss terms as floats (logged)."""
+    ``parts`` the loss terms as floats (logged). ``candidates`` (optional): the (B, S) label ids the
+    method scored for the batch (-1 = padding); ALC (:mod:`xmtc.neural.alc`) takes its in-batch
+    candidate labels from them."""
 
     loss: Any
     rows: list = field(default_factory=list)
     parts: dict = field(default_factory=dict)
+    candidates: Any = None
 
 
 class Network(torch.nn.Module):
@@ -89,6 +92,7 @@ class Network(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.sparse_heads: dict[str, RowSparseHead] = {}
+        self.alc = None  # the ALC objective's module (pair head) while training with ``alc``; see attach_alc
 
     def text_representation(self, hidden_states, attention_mask):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -117,9 +121,21 @@ class Network(torch.nn.Module):
         raise NotImplementedError
 
     def alc_vectors(self, rep, label_ids):
-        """ALC's hook: ``(h_q (B, d), h_l (B, S, d), HeadBatch or None)`` for candidate labels
-        ``label_ids`` (B, S), in one space. Methods without it cannot use ``alc``."""
+        """ALC's hook: ``(h_q (B, d), h_l (B, S, d), rows)`` for candidate labels ``label_ids`` (B, S; -1 =
+        padding), in one space of size :meth:`alc_dim`; ``rows`` is the list of ``(head name, HeadBatch)``
+        the vectors were gathered from (their row gradients are collected like ``LossOut.rows``), empty when
+        they come from dense parameters. Methods without it cannot use ``alc``."""
         raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
+
+    def alc_dim(self) -> int:
+        """The size d of the vectors :meth:`alc_vectors` returns (the pair head is built for it)."""
+        raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
+
+    def attach_alc(self, module) -> None:
+        """Train with the ALC objective (:class:`xmtc.neural.alc.ALC`), or ``None`` to drop it: its pair
+        head becomes a dense part of the network while attached (optimised, checkpointed) and is not
+        used by ``predict``."""
+        self.alc = module
 
     def dense_arrays(self) -> dict[str, np.ndarray]:
         """The dense parameters and buffers as numpy arrays (keys ``dense.<name>``)."""
@@ -216,7 +232,12 @@ def _joint_module(encoder, network):
         def forward(self, batch, Y):
             out = self.encoder(**batch, output_hidden_states=True)
             rep = self.network.text_representation(out.hidden_states, batch["attention_mask"])
-            return self.network.training_loss(rep, Y)
+            loss = self.network.training_loss(rep, Y)
+            if self.network.alc is not None:
+                from .alc import with_alc
+
+                loss = with_alc(self.network, rep, Y, loss)
+            return loss
 
     return Joint()
 

@@ -167,7 +167,8 @@ class LightXMLNetwork(Network):
         loss_labels = masked_bce(logits, torch.from_numpy(target).to(logits.device), valid)
         loss_clusters = torch.nn.functional.binary_cross_entropy_with_logits(g, yc)
         return LossOut(loss_labels + loss_clusters, [("labels", hb)],
-                       {"labels": float(loss_labels.detach()), "clusters": float(loss_clusters.detach())})
+                       {"labels": float(loss_labels.detach()), "clusters": float(loss_clusters.detach())},
+                       candidates=cand)
 
     def predict(self, rep, k: int):
         g = torch.sigmoid(self.generator(rep).float())
@@ -191,7 +192,10 @@ class LightXMLNetwork(Network):
         head = self.sparse_heads["labels"]
         hb = head.gather(label_ids.to(head.weight.device))
         z = self.bottleneck(rep)
-        return z, hb.w[hb.local].to(z.dtype), hb
+        return z, hb.w[hb.local].to(z.dtype), [("labels", hb)]
+
+    def alc_dim(self) -> int:
+        return self.hidden_dim
 
     # -- persistence -----------------------------------------------------------------------------------
     def meta(self) -> dict:
