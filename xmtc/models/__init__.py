@@ -2,8 +2,9 @@
 
 from .base import XMCModel, estimator_class, load, method_names
 from .xr_linear import XRLinear, XRLinearConfig
+from .elias import ELIAS, ELIASConfig
 from .lightxml import LightXML, LightXMLConfig
 from .xr_transformer import XRTransformer, XRTransformerConfig, XTransformer, XTransformerConfig
 
-__all__ = ["XMCModel", "LightXML", "LightXMLConfig", "XRLinear", "XRLinearConfig", "XRTransformer", "XRTransformerConfig", "XTransformer",
+__all__ = ["XMCModel", "ELIAS", "ELIASConfig", "LightXML", "LightXMLConfig", "XRLinear", "XRLinearConfig", "XRTransformer", "XRTransformerConfig", "XTransformer",
            "XTransformerConfig", "estimator_class", "load", "method_names"]
