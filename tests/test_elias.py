@@ -22,7 +22,7 @@ from xmtc.neural.elias import ELIASNetwork, approximate_adjacency, tree_adjacenc
 from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
 FAST = dict(max_length=16, batch_size=32, n_threads=2, cluster_size=4, beam_size=3, kappa=8, shortlist_size=12,
-            beta=6.0, epochs=3, stage2_epochs=2, learning_rate=1e-3, stage2_learning_rate=1e-3,
+            alpha=2.0, beta=3.0, epochs=3, stage2_epochs=2, learning_rate=1e-3, stage2_learning_rate=1e-3,
             head_learning_rate=2e-2, stage2_head_learning_rate=2e-2, valid_size=0, seed=0)
 
 
@@ -250,3 +250,12 @@ def test_cli_train_method_elias(sample, encoder_dir, tmp_path, capsys):
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["method"] == "elias" and manifest["params"]["kappa"] == 8
     assert len(xmtc.load(tmp_path / "m").predict(test_texts[:3], k=2)[0]) == 2
+
+
+def test_approx_initialisation_starts_the_edges_at_beta_times_the_row_share():
+    index = np.array([[0, 1, 2], [3, 1, -1]])
+    values = np.array([[3.0, 2.0, 1.0], [4.0, 1.0, 0.0]], np.float32)
+    net = ELIASNetwork(2, 4, index, stage=2, beta=2.0, adj_values=values)
+    expected = np.minimum(1.0, 2.0 * values / values.sum(1, keepdims=True))
+    np.testing.assert_allclose(net.edge_weights().detach().numpy(), expected, rtol=1e-6)
+    assert net.parent.tolist() == [0, 0, 0, 1]        # label 1: 0.67 from cluster 0 beats 0.4 from cluster 1

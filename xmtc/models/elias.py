@@ -70,7 +70,7 @@ class ELIASConfig(EndToEndParams):
                                  minimum=0.0, exclusive_minimum=True)
     head_learning_rate: float = param(5e-3, "Stage 1: rate of W_C and W_L (the reference's 0.005).",
                                       minimum=0.0, exclusive_minimum=True)
-    stage2_epochs: int = param(3, "Stage-2 epochs (learned adjacency).", minimum=1)
+    stage2_epochs: int = param(2, "Stage-2 epochs (learned adjacency).", minimum=1)
     stage2_learning_rate: float = param(5e-5, "Stage 2: AdamW rate of the encoder.", minimum=0.0,
                                         exclusive_minimum=True)
     stage2_head_learning_rate: float = param(5e-3, "Stage 2: rate of W_C, the edge logits and W_L (the"
@@ -78,6 +78,9 @@ class ELIASConfig(EndToEndParams):
                                              exclusive_minimum=True)
     n_layers: int = param(1, "[CLS] states of the last this many encoder layers form phi(x) (the reference: 1).",
                           minimum=1)
+    pooling: str = param("mean", "phi(x): mean = masked mean of the token states (the reference's tf_pooler"
+                         " mean option; the pooling all-MiniLM-L6-v2 was trained with), cls = the [CLS] state (the"
+                         " reference's default).", choices=("mean", "cls"))
     dropout: float = param(0.5, "Dropout on phi(x) during training (the reference's 0.5).", minimum=0.0,
                            maximum=0.95)
     cluster_size: int = param(32, "Most labels per cluster of the stage-1 tree (the reference's max_leaf, 100 for"
@@ -98,6 +101,12 @@ class ELIASConfig(EndToEndParams):
     extra_train_clusters: int = param(5, "Training shortlist: at most beam_size + this many clusters, sampled by"
                                       " score when the positives' clusters add more (the reference's 5).",
                                       minimum=0)
+    adjacency_init: str = param("approx", "Stage-2 edge logits: approx = log of the approximate adjacency's"
+                                " values (edge weights start at min(1, beta * A / row sum)); random = U(0, 1) as the"
+                                " reference code (only A_approx's sparsity is kept).", choices=("approx", "random"))
+    keep_tree_edges: bool = param(True, "Stage 2: a label that no cluster keeps among its kappa gets the edge"
+                                  " from its stage-1 cluster (false: such labels are unreachable, as in the"
+                                  " reference code).")
     reset_classifier: bool = param(False, "Stage 2 starts W_L from scratch (the reference code) instead of from"
                                    " stage 1.")
     ranker: bool = param(False, "ELIAS++: re-rank the top ranker_topk with linear rankers on TF-IDF + embedding.")
@@ -138,7 +147,8 @@ class ELIAS(EndToEndModel):
         return dict(alpha=cfg.alpha, beta=cfg.beta, beam_size=cfg.beam_size, shortlist_size=cfg.shortlist_size,
                     loss_lambda=cfg.loss_lambda if stage == 1 else cfg.stage2_loss_lambda,
                     extra_train_clusters=cfg.extra_train_clusters,
-                    n_layers=min(cfg.n_layers, encoder.config.num_hidden_layers), dropout=cfg.dropout,
+                    n_layers=min(cfg.n_layers, encoder.config.num_hidden_layers), pooling=cfg.pooling,
+                    dropout=cfg.dropout,
                     seed=cfg.seed + stage - 1)
 
     # -- training: stage 1 (the shell), approximate adjacency, stage 2, ELIAS++ ------------------------
@@ -155,7 +165,7 @@ class ELIAS(EndToEndModel):
 
         from ..features.encoder import Tokenized
         from ..neural.e2e import EndToEndTrainer, TrainingCheckpoint
-        from ..neural.elias import ELIASNetwork, approximate_adjacency
+        from ..neural.elias import ELIASNetwork, add_missing_labels, approximate_adjacency
         from .end_to_end import data_fingerprint
 
         t0 = time.perf_counter()
@@ -173,13 +183,16 @@ class ELIAS(EndToEndModel):
         # 2. the approximate adjacency from the stage-1 model's cluster beams on the training texts
         t1 = time.perf_counter()
         beam_ids, beam_sc = self._cluster_beams(tok_train, progress)
-        index, _ = approximate_adjacency(beam_ids, beam_sc, Y_train, net1.n_clusters, cfg.kappa)
+        index, values = approximate_adjacency(beam_ids, beam_sc, Y_train, net1.n_clusters, cfg.kappa)
         reach = np.unique(index[index >= 0]).size
+        if cfg.keep_tree_edges:
+            index, values = add_missing_labels(index, values, net1.cluster_of_label())
         log.info("ELIAS approximate adjacency: %d clusters x kappa %d, %d of %d labels reachable (%.1fs)",
                  index.shape[0], cfg.kappa, reach, Y.shape[1], time.perf_counter() - t1)
         # 3. stage 2: the learned adjacency, initialised from stage 1's encoder, W_C (and W_L)
         head = None if cfg.reset_classifier else net1.sparse_heads["labels"].numpy()
         net2 = ELIASNetwork(net1.hidden, net1.n_labels, index, stage=2, label_head=head,
+                            adj_values=values if cfg.adjacency_init == "approx" else None,
                             **self._network_kwargs(cfg, self.encoder_, stage=2))
         net2.cluster_head.load_state_dict(net1.cluster_head.state_dict())
         net2.to_device(self.device_)
@@ -289,7 +302,8 @@ class ELIAS(EndToEndModel):
             X_cat, Y_train, self._identity_chain(Y_train.shape[1]), 1, ids, sc, negatives="tfn+man",
             C_pos=cfg.C_pos, C_neg=cfg.C_neg, threshold=cfg.threshold, beam_size=cfg.ranker_topk,
             n_threads=resolve_threads(cfg.n_threads))
-        log.info("ELIAS++ rankers on %d features in %.1fs", self.n_features_, time.perf_counter() - t0)
+        self.ranker_seconds_ = time.perf_counter() - t0
+        log.info("ELIAS++ rankers on %d features in %.1fs", self.n_features_, self.ranker_seconds_)
 
     # -- prediction -----------------------------------------------------------------------------------
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:

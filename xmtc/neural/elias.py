@@ -1,7 +1,8 @@
 """ELIAS's network (Gupta et al., NeurIPS'22): a learned sparse cluster -> label graph instead of a fixed tree.
 
 The text representation ``phi(x)`` is the encoder's [CLS] state (last layer, or the last ``n_layers``
-concatenated) with dropout. With C label clusters and an adjacency of at most ``kappa`` labels per cluster:
+concatenated; the reference's ``tf_pooler: cls``) or the attention-masked mean of the token states (its
+``tf_pooler: mean`` option), with dropout. With C label clusters and an adjacency of at most ``kappa`` labels per cluster:
 
 * cluster scores ``s_c = clamp(alpha * softmax(W_C phi)_c, 0, 1)``;
 * edge weights ``s_{c,l} = clamp(beta * softmax_j(a_{c,j}), 0, 1)`` where ``a_{c,.}`` are the learned logits
@@ -37,8 +38,15 @@ Deviations from the reference code (nilesh2797/ELIAS, ``nets.py``/``losses.py``)
 * the parents of the positives (which cluster teacher forcing adds) are recomputed from the current edge
   weights at every stage-2 step (the code refreshes them once per epoch): the core has no epoch hook, and
   the recomputation costs ``C * kappa``, the size of the adjacency itself;
-* labels that no cluster keeps in its top-kappa are unreachable in stage 2 (as in the code); their parent
-  is "none" (the code silently sends them to cluster 0);
+* stage-2 edge logits: the code starts them at U(0, 1) and keeps only A_approx's sparsity (every edge
+  then weighs about ``beta / kappa``, in random order); ``adj_values`` (the estimator's default,
+  ``adjacency_init="approx"``) starts them at ``log A_approx`` so that the edge weights begin at
+  ``min(1, beta * A_approx / row sum)``: with a few CPU epochs per stage there is no time to recover the
+  ordering A_approx already knows. Passing no values is the reference's initialisation;
+* labels that no cluster keeps in its top-kappa are unreachable in stage 2 in the code (their parent
+  silently becomes cluster 0). :func:`add_missing_labels` (the estimator's default, ``keep_tree_edges``)
+  gives each such label the edge from its stage-1 cluster instead; when it is off, such a label's parent is
+  "none";
 * the code's BCE counts padded entries (score 0, target 0) in its mean; so do we (same value), and BCE is
   computed in float32 outside autocast (bf16 logs lose the small scores).
 """
@@ -51,7 +59,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError, ModelFormatError
-from .e2e import LossOut, Network, cls_concat
+from .e2e import LossOut, Network, cls_concat, mean_pooled
 from .heads import RowSparseHead, random_head
 
 
@@ -103,6 +111,37 @@ def approximate_adjacency(beam_ids: np.ndarray, beam_scores: np.ndarray, Y: sp.s
     return index, values
 
 
+def add_missing_labels(index: np.ndarray, values: np.ndarray, cluster_of_label: np.ndarray
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Give every label that no cluster kept an edge from its stage-1 (tree) cluster.
+
+    Appended after the cluster's kept labels with the row's smallest kept value (or 1 in an empty row);
+    rows widen past kappa only as far as the most such labels one cluster needs. Returns new arrays.
+    """
+    index, values = np.asarray(index), np.asarray(values, dtype=np.float32)
+    n_labels = cluster_of_label.shape[0]
+    present = np.zeros(n_labels, dtype=bool)
+    present[index[index >= 0]] = True
+    missing = np.flatnonzero(~present)
+    if missing.size == 0:
+        return index.copy(), values.copy()
+    C = index.shape[0]
+    fill = (index >= 0).sum(1)
+    by_cluster = [[] for _ in range(C)]
+    for l in missing:
+        by_cluster[int(cluster_of_label[l])].append(int(l))
+    width = max(index.shape[1], int(max(fill[c] + len(by_cluster[c]) for c in range(C))))
+    out_i = np.full((C, width), -1, dtype=np.int64)
+    out_v = np.zeros((C, width), dtype=np.float32)
+    out_i[:, :index.shape[1]], out_v[:, :index.shape[1]] = index, values
+    for c in range(C):
+        if by_cluster[c]:
+            low = float(values[c, :fill[c]].min()) if fill[c] else 1.0
+            out_i[c, fill[c]:fill[c] + len(by_cluster[c])] = by_cluster[c]
+            out_v[c, fill[c]:fill[c] + len(by_cluster[c])] = low
+    return out_i, out_v
+
+
 def _dedup_max(ids, scores):
     """Per row, keep each label id once, with its largest score; other copies become id -1, score 0."""
     s_sorted, o1 = scores.sort(dim=1, descending=True, stable=True)
@@ -134,20 +173,24 @@ class ELIASNetwork(Network):
 
     def __init__(self, hidden: int, n_labels: int, adj_index: np.ndarray, *, stage: int = 1, alpha: float = 10.0,
                  beta: float = 150.0, beam_size: int = 20, shortlist_size: int = 2000, loss_lambda: float = 0.05,
-                 extra_train_clusters: int = 5, n_layers: int = 1, dropout: float = 0.5, seed: int = 0,
-                 label_head: tuple[np.ndarray, np.ndarray] | None = None):
+                 extra_train_clusters: int = 5, n_layers: int = 1, pooling: str = "cls", dropout: float = 0.5,
+                 seed: int = 0,
+                 label_head: tuple[np.ndarray, np.ndarray] | None = None, adj_values: np.ndarray | None = None):
         super().__init__()
         adj_index = np.asarray(adj_index, dtype=np.int64)
         if adj_index.ndim != 2 or adj_index.shape[0] < 1:
             raise ConfigError(f"adjacency index must be (clusters, kappa), got {adj_index.shape}")
         if adj_index.max() >= n_labels:
             raise ConfigError(f"adjacency names label {adj_index.max()}, there are {n_labels}")
+        if pooling not in ("cls", "mean"):
+            raise ConfigError(f"ELIAS pooling must be cls or mean, got {pooling!r}")
         if stage not in (1, 2):
             raise ConfigError(f"ELIAS stage must be 1 or 2, got {stage}")
         self.hidden, self.n_labels, self.stage = int(hidden), int(n_labels), int(stage)
         self.alpha, self.beta, self.loss_lambda = float(alpha), float(beta), float(loss_lambda)
         self.beam_size, self.shortlist_size = int(beam_size), int(shortlist_size)
         self.extra_train_clusters, self.n_layers = int(extra_train_clusters), int(n_layers)
+        self.pooling = pooling
         self.n_clusters, self.kappa = adj_index.shape
         self.dropout = torch.nn.Dropout(dropout)
         d = self.hidden * self.n_layers
@@ -156,8 +199,15 @@ class ELIASNetwork(Network):
             torch.manual_seed(seed)
             self.cluster_head = torch.nn.Linear(d, self.n_clusters)   # torch's default init, as the code
         self.register_buffer("adj_index", torch.from_numpy(adj_index))
-        if self.stage == 2:  # the reference code starts the logits at U(0, 1); only A_approx's pattern is kept
-            self.adj_logits = torch.nn.Parameter(torch.rand(adj_index.shape, generator=g))
+        if self.stage == 2:
+            if adj_values is None:   # the reference code: U(0, 1) logits, only A_approx's pattern is kept
+                logits = torch.rand(adj_index.shape, generator=g)
+            else:                    # log of A_approx: the edge weights start at min(1, beta * A / rowsum(A))
+                v = np.asarray(adj_values, dtype=np.float64)
+                if v.shape != adj_index.shape:
+                    raise ConfigError(f"adjacency values {v.shape} do not match the index {adj_index.shape}")
+                logits = torch.from_numpy(np.log(np.maximum(v, 1e-30)).astype(np.float32))
+            self.adj_logits = torch.nn.Parameter(logits)
         self.register_buffer("parent", torch.full((self.n_labels,), -1, dtype=torch.int64))
         self._refresh_parent()
         W, b = label_head if label_head is not None else random_head(self.n_labels, d, seed=seed + 1)
@@ -165,7 +215,14 @@ class ELIASNetwork(Network):
 
     # -- parts -------------------------------------------------------------------------------------
     def text_representation(self, hidden_states, attention_mask):
-        return self.dropout(cls_concat(hidden_states, self.n_layers))
+        if self.pooling == "cls":
+            rep = cls_concat(hidden_states, self.n_layers)
+        else:
+            if not 1 <= self.n_layers <= len(hidden_states) - 1:
+                raise ConfigError(f"the encoder has {len(hidden_states) - 1} layers; cannot pool {self.n_layers}")
+            rep = torch.cat([mean_pooled(hidden_states[-i], attention_mask)
+                             for i in range(1, self.n_layers + 1)], dim=-1)
+        return self.dropout(rep)
 
     def cluster_scores(self, rep):
         """``clamp(alpha * softmax(W_C phi), 0, 1)`` (B, C)."""
@@ -195,6 +252,10 @@ class ELIASNetwork(Network):
         parent.scatter_reduce_(0, ids[is_best], clusters[is_best], "amin")
         parent[parent == self.n_clusters] = -1
         self.parent.copy_(parent)
+
+    def cluster_of_label(self) -> np.ndarray:
+        """Each label's parent cluster (-1 for none): the stage-1 tree's assignment in stage 1."""
+        return self.parent.detach().cpu().numpy().copy()
 
     def cluster_shortlist(self, scores, positives=None, generator=None):
         """Top-``beam_size`` clusters (B, b) and their scores; in training (``positives`` given) plus the
@@ -290,7 +351,7 @@ class ELIASNetwork(Network):
         return {"hidden_size": self.hidden, "n_labels": self.n_labels, "stage": self.stage, "alpha": self.alpha,
                 "beta": self.beta, "beam_size": self.beam_size, "shortlist_size": self.shortlist_size,
                 "loss_lambda": self.loss_lambda, "extra_train_clusters": self.extra_train_clusters,
-                "n_layers": self.n_layers, "n_clusters": self.n_clusters, "kappa": self.kappa}
+                "n_layers": self.n_layers, "pooling": self.pooling, "n_clusters": self.n_clusters, "kappa": self.kappa}
 
     @classmethod
     def from_arrays(cls, arrays: dict, meta: dict, *, source: str = "model", hidden_size: int | None = None):
@@ -299,7 +360,7 @@ class ELIASNetwork(Network):
             W = np.asarray(arrays["sparse.labels.weight"], dtype=np.float32)
             b = np.asarray(arrays["sparse.labels.bias"], dtype=np.float32)
             m = {k: meta[k] for k in ("stage", "alpha", "beta", "beam_size", "shortlist_size", "loss_lambda",
-                                      "extra_train_clusters", "n_layers")}
+                                      "extra_train_clusters", "n_layers", "pooling")}
             hs, n_labels = int(meta["hidden_size"]), int(meta["n_labels"])
         except (KeyError, TypeError) as exc:
             raise ModelFormatError(f"{source}: ELIAS network lacks {exc}") from None
