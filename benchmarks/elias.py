@@ -65,7 +65,7 @@ def main() -> int:
         keep = np.sort(np.random.default_rng(0).permutation(len(texts))[:args.max_train])
         texts, labels = [texts[i] for i in keep], [labels[i] for i in keep]
     test_texts, test_labels = read_tsv(data / "test.txt.gz", args.max_test)
-    params = dict(encoder=args.encoder, max_length=args.max_length, n_threads=args.threads, ranker=args.ranker)
+    params = {"encoder": args.encoder, "max_length": args.max_length, "n_threads": args.threads, "ranker": args.ranker}
     for kv in args.set:
         k, v = kv.split("=", 1)
         params[k] = json.loads(v)

@@ -14,16 +14,16 @@ import scipy.sparse as sp
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-import xmtc  # noqa: E402
-from xmtc.cli import main  # noqa: E402
-from xmtc.errors import ModelFormatError  # noqa: E402
-from xmtc.neural.elias import ELIASNetwork, approximate_adjacency, tree_adjacency  # noqa: E402
+from conftest import DATA, make_tiny_bert, read_tsv_sample
 
-from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
+import xmtc
+from xmtc.cli import main
+from xmtc.errors import ModelFormatError
+from xmtc.neural.elias import ELIASNetwork, approximate_adjacency, tree_adjacency
 
-FAST = dict(max_length=16, batch_size=32, n_threads=2, cluster_size=4, beam_size=3, kappa=8, shortlist_size=12,
-            alpha=2.0, beta=3.0, epochs=3, stage2_epochs=2, learning_rate=1e-3, stage2_learning_rate=1e-3,
-            head_learning_rate=2e-2, stage2_head_learning_rate=2e-2, valid_size=0, seed=0)
+FAST = {"max_length": 16, "batch_size": 32, "n_threads": 2, "cluster_size": 4, "beam_size": 3, "kappa": 8, "shortlist_size": 12,
+            "alpha": 2.0, "beta": 3.0, "epochs": 3, "stage2_epochs": 2, "learning_rate": 1e-3, "stage2_learning_rate": 1e-3,
+            "head_learning_rate": 2e-2, "stage2_head_learning_rate": 2e-2, "valid_size": 0, "seed": 0}
 
 
 # -- the index and the scores against their definitions ------------------------------------------------
@@ -91,8 +91,8 @@ def _hand_network():
 
 def _hand_scores(x):
     """The paper's formulas in numpy for the network of :func:`_hand_network`."""
-    sig = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
-    softmax = lambda z: np.exp(z) / np.exp(z).sum()  # noqa: E731
+    sig = lambda z: 1 / (1 + np.exp(-z))
+    softmax = lambda z: np.exp(z) / np.exp(z).sum()
     s_c = np.minimum(1.0, 1.5 * softmax(np.array([x[0], x[1]])))
     e0 = np.minimum(1.0, 2.0 * softmax(np.array([0.0, 1.0, 2.0])))          # cluster 0's edges to 0, 1, 2
     e1 = np.minimum(1.0, 2.0 * softmax(np.array([1.0, 0.0])))               # cluster 1's edges to 2, 3
@@ -190,19 +190,83 @@ def test_loss_decreases_and_stage2_learns_the_index(fitted):
     stage2 = [h["loss"] for h in fitted.history_ if h["stage"] == 2]
     assert len(stage1) == FAST["epochs"] and len(stage2) == FAST["stage2_epochs"]
     assert stage1[-1] < stage1[0], stage1
-    assert fitted.network_.stage == 2 and fitted.network_.kappa == FAST["kappa"]
+    net = fitted.network_
+    assert net.stage == 2 and net.kappa >= FAST["kappa"]        # wider only to keep dropped labels' tree edges
+    index = net.adj_index.numpy()
+    assert np.unique(index[index >= 0]).size == net.n_labels
 
 
-def test_training_beats_the_untrained_model(fitted, sample, encoder_dir, monkeypatch):
-    """The same pipeline with every optimisation step skipped (both stages)."""
-    from xmtc.neural import e2e
+def _train_network(net, X, Y, epochs, lr=1e-2, seed=0):
+    from xmtc.neural.heads import LazyAdam
 
-    _, (texts, labels) = sample
-    monkeypatch.setattr(e2e.EndToEndTrainer, "run",
-                        lambda self, *a, **k: {"history": [], "best_epoch": 0, "loss_curve": []})
-    untrained = xmtc.ELIAS(encoder=str(encoder_dir), **FAST).fit(*sample[0], progress=False)
-    p_trained, p_untrained = fitted.evaluate(texts, labels)["P@1"], untrained.evaluate(texts, labels)["P@1"]
-    assert p_trained > p_untrained + 5, (p_trained, p_untrained)
+    rng = np.random.default_rng(seed)
+    opt = torch.optim.Adam(net.parameters(), lr=lr)
+    lazy = LazyAdam(net.sparse_heads["labels"], lr)
+    net.train()
+    losses = []
+    for _ in range(epochs):
+        total = 0.0
+        order = rng.permutation(X.shape[0])
+        for s in range(0, X.shape[0], 32):
+            b = order[s:s + 32]
+            out = net.training_loss(X[b], Y[b])
+            opt.zero_grad()
+            out.loss.backward()
+            opt.step()
+            (_, hb), = out.rows
+            lazy.step(*hb.grads())
+            total += out.loss.item()
+        losses.append(total)
+    net.eval()
+    return losses
+
+
+@pytest.mark.slow
+def test_both_stages_learn_on_fixed_features_of_a_real_sample(reuters_small):
+    """The network alone (phi(x) = 32-d LSA of Reuters TF-IDF, no encoder): stage 1 on the tree, the
+    approximate adjacency from its beams, stage 2 on it; P@1 on held-out texts against the untrained network
+    (measured 4.7 untrained, 79.0 after stage 1, 80.0 after stage 2).
+
+    This is the "P@1 beats the untrained model" test. End to end with the tiny random BERT it cannot be
+    shown: that encoder's [CLS] state is the same for every text (std 3e-4 across texts) and its mean-pooled
+    state varies little, and ELIAS, whose cluster head learns only through the product path x classifier,
+    collapses onto the most frequent label both trained and untrained (measured 11.63 vs 11.63 P@1 on the
+    yso sample, 48.0 vs 48.0 on Reuters, the majority label's share)."""
+    from sklearn.decomposition import TruncatedSVD
+
+    from xmtc.models.base import as_label_matrix
+    from xmtc.models.end_to_end import label_clusters
+    from xmtc.models.xr_linear import TfidfParams
+    from xmtc.neural.e2e import precision_at
+
+    (tr, ytr), (te, yte) = reuters_small
+    tr, ytr, te, yte = tr[:1200], ytr[:1200], te[:300], yte[:300]
+    Y, vocab = as_label_matrix(ytr, None, len(tr))
+    Yte, _ = as_label_matrix(yte, vocab, len(te), unknown_labels="extend")
+    Yte = Yte[:, :Y.shape[1]]
+    feat = TfidfParams().make_featurizer()
+    Xtr = feat.fit_transform(tr)
+    svd = TruncatedSVD(32, random_state=0).fit(Xtr)
+    to_rep = lambda X: torch.tensor(svd.transform(X) * 4.0, dtype=torch.float32)
+    R, Rte = to_rep(Xtr), to_rep(feat.transform(te))
+    clusters = label_clusters(Xtr, Y, 8, seed=0, n_threads=2)
+    kw = {"alpha": 4.0, "beta": 4.0, "beam_size": 4, "shortlist_size": 80, "dropout": 0.0, "loss_lambda": 0.05}
+    net = ELIASNetwork(32, Y.shape[1], tree_adjacency(clusters, int(clusters.max()) + 1), **kw)
+    net.eval()
+    untrained = precision_at(net.predict(Rte, 5)[0].numpy(), Yte, 1)
+    losses = _train_network(net, R, Y, epochs=8)
+    stage1 = precision_at(net.predict(Rte, 5)[0].numpy(), Yte, 1)
+    ids, sc = net.cluster_beam(R)
+    index, values = approximate_adjacency(ids.numpy(), sc.numpy(), Y, net.n_clusters, 16)
+    net2 = ELIASNetwork(32, Y.shape[1], index, stage=2, adj_values=values,
+                        label_head=net.sparse_heads["labels"].numpy(), **kw)
+    net2.cluster_head.load_state_dict(net.cluster_head.state_dict())
+    logits_before = net2.adj_logits.detach().clone()
+    losses2 = _train_network(net2, R, Y, epochs=3)
+    stage2 = precision_at(net2.predict(Rte, 5)[0].numpy(), Yte, 1)
+    assert losses[-1] < 0.7 * losses[0] and losses2[-1] < losses2[0], (losses, losses2)
+    assert stage1 > untrained + 20 and stage2 > untrained + 20, (untrained, stage1, stage2)
+    assert not torch.equal(net2.adj_logits.detach(), logits_before)        # the edges were learned
 
 
 def test_predictions_equal_after_save_and_load(fitted, sample, tmp_path):
@@ -211,19 +275,31 @@ def test_predictions_equal_after_save_and_load(fitted, sample, tmp_path):
     loaded = xmtc.load(tmp_path / "m")
     assert type(loaded) is xmtc.ELIAS and loaded.network_.stage == 2
     assert loaded.predict(texts, k=5) == fitted.predict(texts, k=5)
-    # a network whose adjacency does not match its meta is refused with the file named
-    from safetensors.numpy import load_file, save_file
-
-    path = next((tmp_path / "m").glob("network*.safetensors"))
-    arrays = load_file(str(path))
-    arrays["dense.adj_index"] = arrays["dense.adj_index"][:, :-1].copy()
-    save_file(arrays, str(path))
-    with pytest.raises(ModelFormatError, match="adjacency"):
+    # a network whose meta does not match its adjacency is refused with the file named
+    manifest_path = tmp_path / "m" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    stage = next(st for st in manifest["stages"] if st["name"] == "network")
+    stage["meta"]["kappa"] += 1
+    manifest_path.write_text(json.dumps(manifest))
+    with pytest.raises(ModelFormatError, match="network.*adjacency"):
         xmtc.load(tmp_path / "m")
 
 
+def test_labels_the_approximate_graph_drops_keep_their_tree_edge():
+    from xmtc.neural.elias import add_missing_labels
+
+    index = np.array([[0, 1], [1, -1], [-1, -1]])
+    values = np.array([[2.0, 1.0], [3.0, 0.0], [0.0, 0.0]], np.float32)
+    tree = np.array([0, 1, 0, 2, 0])          # labels 2, 4 (cluster 0) and 3 (cluster 2) are unreachable
+    new_index, new_values = add_missing_labels(index, values, tree)
+    assert new_index.tolist() == [[0, 1, 2, 4], [1, -1, -1, -1], [3, -1, -1, -1]]
+    np.testing.assert_allclose(new_values, [[2, 1, 1, 1], [3, 0, 0, 0], [1, 0, 0, 0]])
+    same_index, _ = add_missing_labels(new_index, new_values, tree)
+    assert same_index.tolist() == new_index.tolist()
+
+
 def test_elias_plus_plus_reranks_the_top_100_and_round_trips(sample, encoder_dir, tmp_path):
-    (texts, labels), (test_texts, test_labels) = sample
+    (texts, labels), (test_texts, _) = sample
     model = xmtc.ELIAS(encoder=str(encoder_dir), ranker=True, ranker_topk=6, **FAST).fit(texts, labels,
                                                                                         progress=False)
     plain = model.rankers_

@@ -31,6 +31,14 @@ Where this differs from the reference code (nilesh2797/ELIAS ``run_benchmark.sh`
 * the reference re-initialises W_L at stage 2 (it loads only the encoder and W_C from stage 1); we keep
   the stage-1 W_L by default (``reset_classifier=False``): with a few CPU epochs per stage there is no
   time to relearn it. ``reset_classifier=True`` is the reference's choice;
+* phi(x) defaults to the masked mean of the last layer's token states (``pooling="mean"``, the
+  reference's ``tf_pooler: mean`` option) rather than its default [CLS] state (``pooling="cls"``):
+  all-MiniLM-L6-v2 was trained as a mean-pooled sentence encoder, so the mean is informative from the
+  first step of a short CPU run;
+* stage 2's edge logits start at ``log A_approx`` (``adjacency_init="approx"``) rather than the code's
+  U(0, 1) (``adjacency_init="random"``), and a label that no cluster keeps among its kappa keeps the edge
+  from its stage-1 cluster (``keep_tree_edges``; the code leaves it unreachable). See
+  :mod:`xmtc.neural.elias` for why;
 * the reference gives W_C, W_L and the edge logits separate rates (stage 2: W_C 1e-4, W_L and A 5e-3);
   the core has one rate for a method's own layers per run, so per stage W_C, A and W_L share
   ``*head_learning_rate``;
@@ -144,16 +152,16 @@ class ELIAS(EndToEndModel):
 
     @staticmethod
     def _network_kwargs(cfg, encoder, stage: int) -> dict:
-        return dict(alpha=cfg.alpha, beta=cfg.beta, beam_size=cfg.beam_size, shortlist_size=cfg.shortlist_size,
-                    loss_lambda=cfg.loss_lambda if stage == 1 else cfg.stage2_loss_lambda,
-                    extra_train_clusters=cfg.extra_train_clusters,
-                    n_layers=min(cfg.n_layers, encoder.config.num_hidden_layers), pooling=cfg.pooling,
-                    dropout=cfg.dropout,
-                    seed=cfg.seed + stage - 1)
+        return {"alpha": cfg.alpha, "beta": cfg.beta, "beam_size": cfg.beam_size, "shortlist_size": cfg.shortlist_size,
+                    "loss_lambda": cfg.loss_lambda if stage == 1 else cfg.stage2_loss_lambda,
+                    "extra_train_clusters": cfg.extra_train_clusters,
+                    "n_layers": min(cfg.n_layers, encoder.config.num_hidden_layers), "pooling": cfg.pooling,
+                    "dropout": cfg.dropout,
+                    "seed": cfg.seed + stage - 1}
 
     # -- training: stage 1 (the shell), approximate adjacency, stage 2, ELIAS++ ------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
-            resume: bool = False) -> "ELIAS":
+            resume: bool = False) -> ELIAS:
         """Fit on texts and labels: stage 1, the approximate adjacency, stage 2 and (``ranker``) ELIAS++.
 
         ``checkpoint_dir`` keeps each stage's training state in its ``stage1`` / ``stage2`` subfolder;
@@ -165,7 +173,11 @@ class ELIAS(EndToEndModel):
 
         from ..features.encoder import Tokenized
         from ..neural.e2e import EndToEndTrainer, TrainingCheckpoint
-        from ..neural.elias import ELIASNetwork, add_missing_labels, approximate_adjacency
+        from ..neural.elias import (
+            ELIASNetwork,
+            add_missing_labels,
+            approximate_adjacency,
+        )
         from .end_to_end import data_fingerprint
 
         t0 = time.perf_counter()
