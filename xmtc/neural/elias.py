@@ -47,6 +47,8 @@ Deviations from the reference code (nilesh2797/ELIAS, ``nets.py``/``losses.py``)
   silently becomes cluster 0). :func:`add_missing_labels` (the estimator's default, ``keep_tree_edges``)
   gives each such label the edge from its stage-1 cluster instead; when it is off, such a label's parent is
   "none";
+* a label reached twice keeps its best path in both stages; the code deduplicates only in stage 2, so in
+  its stage 1 a cluster that the random fill draws twice puts its labels twice into the top-K;
 * the code's BCE counts padded entries (score 0, target 0) in its mean; so do we (same value), and BCE is
   computed in float32 outside autocast (bf16 logs lose the small scores).
 """
