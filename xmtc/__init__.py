@@ -11,13 +11,13 @@ Quick start::
 from ._version import __version__
 from .errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 
-__all__ = ["__version__", "XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "load", "read_dataset", "evaluate", "XmtcError", "DataFormatError",
+__all__ = ["__version__", "XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "ELIAS", "load", "read_dataset", "evaluate", "XmtcError", "DataFormatError",
            "ModelFormatError", "ConfigError", "NotFittedError"]
 
 
 def __getattr__(name):
     # Heavy modules (numba kernels) load on first use, so `xmtc --help` and `import xmtc` stay fast.
-    if name in ("XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "load"):
+    if name in ("XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "ELIAS", "load"):
         from . import models
         return getattr(models, name)
     if name == "read_dataset":
