@@ -446,10 +446,13 @@ class EndToEndTrainer:
 
     def _optimizer_step(self, pending: list) -> None:
         grads_rows = {}
-        for name in self.head_opts:
+        for name, opt in self.head_opts.items():
             parts = [hb.grads() for rows in pending for (n, hb) in rows if n == name]
-            if parts:
-                grads_rows[name] = merge_row_grads(parts, self.ctx.world_size)
+            if not parts:  # an untouched head still joins the all-gather: under DDP every process must
+                w = opt.head.weight
+                parts = [(torch.zeros(0, dtype=torch.long, device=w.device), w.new_zeros((0, w.shape[1])),
+                          w.new_zeros(0))]
+            grads_rows[name] = merge_row_grads(parts, self.ctx.world_size)
         enc_grads = [p.grad for p in self.params if p.grad is not None]
         if self.settings.max_grad_norm > 0:
             _clip(enc_grads + [g for r in grads_rows.values() for g in r[1:]], self.settings.max_grad_norm)
