@@ -45,6 +45,7 @@ import torch
 from ..errors import ConfigError, ModelFormatError
 from ..features.encoder import Tokenized, autocast
 from .distributed import DistContext
+from .finetune import _clip, _schedule
 from .heads import LazyAdam, RowSparseHead, merge_row_grads
 
 log = logging.getLogger(__name__)
@@ -201,24 +202,6 @@ class TrainSettings:
     swa_start: int = 1
     swa_every: int = 100
     select_metric: str = "P@1"
-
-
-def _schedule(step: int, total: int, warmup: int) -> float:
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
-def _clip(grads, max_norm: float) -> float:
-
-    if not grads:
-        return 0.0
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-    coef = max_norm / (float(norm) + 1e-6)
-    if coef < 1.0:
-        for g in grads:
-            g.mul_(coef)
-    return float(norm)
 
 
 def _joint_module(encoder, network):

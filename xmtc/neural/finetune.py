@@ -107,6 +107,8 @@ def _clip(grads, max_norm: float) -> float:
     """Scale every gradient in place so that their joint L2 norm is at most ``max_norm``; returns the norm."""
     import torch
 
+    if not grads:
+        return 0.0
     norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
     coef = max_norm / (float(norm) + 1e-6)
     if coef < 1.0:
