@@ -43,7 +43,6 @@ import hashlib
 import json
 import math
 import logging
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -540,19 +539,18 @@ class _Checkpoint:
 
     def clear(self) -> None:
         """Remove an earlier run's checkpoint; a folder that is not one is left alone (and is an error)."""
-        if self.folder.exists():
-            if not (self.folder / "state.json").is_file() and any(self.folder.iterdir()):
-                raise ConfigError(f"{self.folder}: exists and is not an xmtc checkpoint; refusing to replace it")
-            shutil.rmtree(self.folder)
+        from ..neural.e2e import clear_checkpoint_folder
+
+        clear_checkpoint_folder(self.folder)
 
     def save(self, encoder, tokenizer, state: dict) -> None:
         """Everything a resumed run needs: encoder, finished heads, top-k, embeddings and, in the middle of
         a level, that level's head, both optimisers' states, the batch position and the torch RNG state."""
         from safetensors.numpy import save_file
 
-        tmp = self.folder.with_name(self.folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        from ..neural.e2e import fresh_sibling, install_folder
+
+        tmp = fresh_sibling(self.folder)
         encoder.save_pretrained(str(tmp / "encoder"), safe_serialization=True)
         tokenizer.save_pretrained(str(tmp / "encoder"))
         arrays = {}
@@ -581,12 +579,7 @@ class _Checkpoint:
                                                                                   for i, st in opt["state"].items()}}
         save_file(arrays, str(tmp / "state.safetensors"))
         (tmp / "state.json").write_text(json.dumps(meta))
-        old = self.folder.with_name(self.folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if self.folder.exists():
-            self.folder.rename(old)
-        tmp.rename(self.folder)
-        shutil.rmtree(old, ignore_errors=True)
+        install_folder(tmp, self.folder)
         log.info("checkpoint: levels %s done%s, saved to %s", meta["done"],
                  f", level {partial['level']} at batch {partial['trainer']['micro']}" if partial else "", self.folder)
 

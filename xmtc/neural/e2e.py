@@ -517,6 +517,32 @@ def _unflatten(obj, arrays: dict):
     return obj
 
 
+def clear_checkpoint_folder(folder: Path) -> None:
+    """Remove an earlier run's checkpoint folder; a folder that is not one is left alone (and is an error)."""
+    if folder.exists():
+        if not (folder / "state.json").is_file() and any(folder.iterdir()):
+            raise ConfigError(f"{folder}: exists and is not an xmtc checkpoint; refusing to replace it")
+        shutil.rmtree(folder)
+
+
+def fresh_sibling(folder: Path) -> Path:
+    """An empty ``<folder>.tmp`` to write a new checkpoint into (a stale one from a killed run is removed)."""
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    return tmp
+
+
+def install_folder(tmp: Path, folder: Path) -> None:
+    """Replace ``folder`` by the complete ``tmp`` (the old one is moved aside first, then removed)."""
+    old = folder.with_name(folder.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    if folder.exists():
+        folder.rename(old)
+    tmp.rename(folder)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 class TrainingCheckpoint:
     """A folder with one training state (``state.safetensors`` + ``state.json``), replaced atomically.
 
@@ -530,27 +556,17 @@ class TrainingCheckpoint:
         self.fingerprint = fingerprint
 
     def clear(self) -> None:
-        if self.folder.exists():
-            if not (self.folder / "state.json").is_file() and any(self.folder.iterdir()):
-                raise ConfigError(f"{self.folder}: exists and is not an xmtc checkpoint; refusing to replace it")
-            shutil.rmtree(self.folder)
+        clear_checkpoint_folder(self.folder)
 
     def save(self, state: dict) -> None:
         from safetensors.torch import save_file
 
         arrays: dict = {}
         meta = {"fingerprint": self.fingerprint, "state": _flatten(state, "s", arrays)}
-        tmp = self.folder.with_name(self.folder.name + ".tmp")
-        shutil.rmtree(tmp, ignore_errors=True)
-        tmp.mkdir(parents=True)
+        tmp = fresh_sibling(self.folder)
         save_file(arrays, str(tmp / "state.safetensors"))
         (tmp / "state.json").write_text(json.dumps(meta))
-        old = self.folder.with_name(self.folder.name + ".old")
-        shutil.rmtree(old, ignore_errors=True)
-        if self.folder.exists():
-            self.folder.rename(old)
-        tmp.rename(self.folder)
-        shutil.rmtree(old, ignore_errors=True)
+        install_folder(tmp, self.folder)
         log.info("checkpoint: step %s saved to %s", state.get("step"), self.folder)
 
     def load(self) -> dict | None:
