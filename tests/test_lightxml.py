@@ -26,8 +26,10 @@ from xmtc.neural.lightxml import (LightXMLNetwork, candidate_labels, cluster_mem
 
 from conftest import make_tiny_bert  # noqa: E402
 
+# head_init random: the tiny random BERT's [CLS] barely varies between texts, so standardised centroids
+# (the default) are degenerate on it; test_centroid_start_is_what_fit_trains_from covers that path.
 FAST = dict(n_threads=2, max_length=32, learning_rate=1e-3, head_learning_rate=5e-3, cluster_size=8, topk=4,
-            dropout=0.1, epochs=3, valid_size=0)
+            dropout=0.1, epochs=3, valid_size=0, head_init="random")
 
 
 @pytest.fixture(scope="module")
@@ -320,3 +322,23 @@ def test_served_through_the_annif_api_and_ensembled_like_every_method(fitted, da
     both = json.loads(capsys.readouterr().out)
     alone = fitted.evaluate(te[:50], yte[:50])
     assert both["P@1"] == pytest.approx(alone["P@1"]) and both["P@5"] == pytest.approx(alone["P@5"])
+
+
+def test_centroid_start_is_what_fit_trains_from(data, encoder_dir):
+    """head_init=centroid: with the learning rates ~0 the fitted generator equals centroid_weights of the
+    pretrained encoder's representations of the training texts (an independent computation)."""
+    from xmtc.features.encoder import Tokenized, load_encoder
+    from xmtc.neural.e2e import representations
+    from xmtc.neural.head_init import centroid_weights, cluster_membership
+
+    (tr, ytr), _ = data
+    params = {**FAST, "head_init": "centroid", "epochs": 1, "learning_rate": 1e-12, "head_learning_rate": 1e-12}
+    model = xmtc.LightXML(encoder=str(encoder_dir), **params).fit(tr[:300], ytr[:300], progress=False)
+    tokenizer, encoder = load_encoder(str(encoder_dir), torch.device("cpu"))
+    net = model.network_
+    rep = representations(encoder, net, Tokenized(tokenizer, tr[:300], FAST["max_length"]))
+    Y, _ = as_label_matrix(ytr[:300], model.labels_, 300)
+    W, b, has = centroid_weights(rep, cluster_membership(Y, net.cluster_of_label, net.n_clusters))
+    assert has.all()
+    got = net.generator.weight.detach().numpy()
+    np.testing.assert_allclose(got[has], W[has], rtol=1e-3, atol=1e-3 * np.abs(W).max())

@@ -68,6 +68,9 @@ class EndToEndParams(TfidfParams):
                                   " optimiser steps (0 = after each epoch only).", minimum=0)
     seed: int = param(0, "Random seed (split, clustering, initialisation, batch order, dropout).", minimum=0)
     n_threads: int = param(0, "CPU threads (0 = all cores).", minimum=0)
+    head_init: str = param("random", "How the method's heads start: random (the paper) or centroid (each row on the"
+                           " standardised centroid of its training texts' representations under the pretrained"
+                           " encoder; see xmtc/neural/head_init.py).", choices=("random", "centroid"))
     alc: bool = param(False, "Train with the ALC auxiliary objective (xmtc/neural/alc.py): pair cross-entropies"
                       " on the hardest in-batch negatives + the threshold-consistent margin loss (TCM), meant to"
                       " let one score threshold accept more suggestions (coverage@P90).")
@@ -175,7 +178,7 @@ class EndToEndModel(XMCModel):
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import device_for, init_distributed
-        from ..neural.e2e import EndToEndTrainer, TrainingCheckpoint
+        from ..neural.e2e import EndToEndTrainer, Network, TrainingCheckpoint, representations
 
         cfg = self.config
         if sp.issparse(X):
@@ -200,18 +203,28 @@ class EndToEndModel(XMCModel):
             network.attach_alc(ALC(network.alc_dim(), beta1=cfg.alc_weight, beta2=cfg.alc_weight,
                                    tcm_weight=cfg.tcm_weight, margins=parse_margins(cfg.tcm_margins), seed=cfg.seed))
         network.to_device(device)
-        valid = (tokenized.take(valid_rows), Y[valid_rows]) if valid_rows.size else None
-        trainer = EndToEndTrainer(encoder, network, tokenized.take(train_rows), Y_train, cfg.train_settings(),
-                                  device, ctx, valid=valid, name=f"train {self.method}")
         ckpt = TrainingCheckpoint(checkpoint_dir, data_fingerprint(self.get_params(), texts, Y)) \
             if checkpoint_dir else None
+        start = None
         if ckpt is not None:
             if resume:
                 start = ckpt.load()
-                if start is not None:
-                    trainer.restore(start)
             else:
                 ckpt.clear()
+        train_tok = tokenized.take(train_rows)
+        if cfg.head_init == "centroid" and type(network).init_from_data is Network.init_from_data:
+            raise ConfigError(f"{type(self).__name__}: head_init=centroid is not available for this method")
+        if cfg.head_init == "centroid" and start is None:  # a resumed run restores the trained heads instead
+            rep = representations(encoder, network, train_tok, batch_size=cfg.encode_batch_size, device=device,
+                                  precision=cfg.precision, progress=progress)
+            network.init_from_data(rep, Y_train, seed=cfg.seed)
+            del rep
+            log.info("%s: heads set on the training texts' centroids (%.1fs)", self.method, time.perf_counter() - t0)
+        valid = (tokenized.take(valid_rows), Y[valid_rows]) if valid_rows.size else None
+        trainer = EndToEndTrainer(encoder, network, train_tok, Y_train, cfg.train_settings(),
+                                  device, ctx, valid=valid, name=f"train {self.method}")
+        if start is not None:
+            trainer.restore(start)
         result = trainer.run(progress, ckpt.save if ckpt is not None and ctx.is_main else None)
         network.attach_alc(None)  # a training device only: predictions never use it, the model does not keep it
         self.is_main_process_ = ctx.is_main

@@ -63,8 +63,11 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   the padding's share). We average over the real candidates only, so ``lambda_t`` means what it says.
 * **Schedule and optimiser.** The reference runs a three-phase one-cycle LR and AdamW on everything (its
   heads optionally sparse with SparseAdam). We train on the project's one loop (:mod:`xmtc.neural.e2e`:
-  linear warm-up + decay, AdamW on encoder and dense layers, lazy Adam on the row-sparse heads), with the
-  reference's ratio of 10x between the heads' and the encoder's rate as our default. Weight decay: the
+  linear warm-up + decay, AdamW on encoder and dense layers, lazy Adam on the row-sparse heads). The
+  reference's heads run at 10x the encoder's rate (1e-3) under dense Adam, whose momentum keeps moving a
+  row on the steps that do not touch it; the lazy Adam moves a row only when it is a candidate, and at
+  1e-3 the heads barely leave their start (yso-finna-en-2k-20k: test P@1 3.88 after 2 epochs). The
+  estimator's default is 1e-2 for the heads (33.30 after 3 epochs, 733 s; benchmarks/RESULTS.md). Weight decay: the
   reference's 0.05 on the encoder and 0.005 on the heads; ours the shell's 0.01 on the encoder's matrices
   and none on the heads (the lazy Adam has none).
 * **First-level projection.** The reference always projects the first level's two concatenated layers
@@ -304,7 +307,8 @@ class CascadeNetwork(Network):
             prev_ids = ids
             prev_scores = torch.sigmoid(logits.detach()).cpu().numpy()
         loss = sum(w * p for w, p in zip(self.loss_weights, parts_t))
-        return LossOut(loss=loss, rows=rows, parts={f"level{t}": float(p.detach()) for t, p in enumerate(parts_t)})
+        return LossOut(loss=loss, rows=rows, parts={f"level{t}": float(p.detach()) for t, p in enumerate(parts_t)},
+                       candidates=prev_ids)  # the label level's candidates (ALC pairs them)
 
     # -- prediction --------------------------------------------------------------------------------------
     def _level_scores(self, t: int, rep, ids):
@@ -358,10 +362,14 @@ class CascadeNetwork(Network):
 
     def alc_vectors(self, rep, label_ids):
         """ALC: the label level's representation and the label head's rows of ``label_ids`` (one space)."""
-        head = self.sparse_heads[f"level{self.n_levels - 1}"]
+        name = f"level{self.n_levels - 1}"
+        head = self.sparse_heads[name]
         hb = head.gather(label_ids.to(head.weight.device))
         z = rep[-1]
-        return z, hb.w[hb.local].to(z.dtype), hb
+        return z, hb.w[hb.local].to(z.dtype), [(name, hb)]
+
+    def alc_dim(self) -> int:
+        return self.hidden
 
     # -- storage -----------------------------------------------------------------------------------------
     def meta(self) -> dict:

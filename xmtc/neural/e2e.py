@@ -9,7 +9,14 @@ else is shared and lives here, once:
   ``learning_rate``; AdamW on the network's dense parameters (cluster heads, projections: sizes that
   do not grow with L) at ``head_learning_rate``; a lazy Adam (:class:`~xmtc.neural.heads.LazyAdam`)
   on each label-sized matrix (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``,
-  touching only the rows a batch scored. A step therefore costs the batch's candidates, never L;
+  touching only the rows a batch scored. A step therefore costs the batch's candidates, never L.
+  The lazy Adam moves a row only on the steps whose candidates hold it (dense Adam's momentum keeps
+  moving every row), so the row-sparse heads need a larger rate than the reference codes' dense
+  ones: at 1e-3 CascadeXML's heads barely left their start on yso-finna-en-2k-20k (test P@1 3.88
+  after 2 epochs), at 1e-2 it reached 33.30 after 3 (benchmarks/RESULTS.md);
+* **head initialisation** (``head_init``): random (the papers), or ``centroid`` where the network
+  implements :meth:`Network.init_from_data` -- the training texts' :func:`representations` under the
+  pretrained encoder set the heads before the first step (:mod:`xmtc.neural.head_init`);
 * linear warm-up then linear decay of every rate; gradient accumulation; one clipping norm over all
   gradients; bf16 autocast where the hardware multiplies bf16 natively (CUDA, AVX512-BF16 CPUs);
 * **DDP** under ``torchrun``: the encoder and the dense network parameters are one
@@ -121,6 +128,11 @@ class Network(torch.nn.Module):
         """Rebuild a saved network (``arrays()`` + ``meta()``); errors name ``source``."""  # pragma: no cover
         raise NotImplementedError
 
+    def init_from_data(self, rep: np.ndarray, Y: sp.csr_matrix, seed: int = 0) -> None:
+        """``head_init = "centroid"``: set the heads from the training texts' representations ``rep`` (n, d;
+        eval mode) and labels ``Y`` before the first step (:mod:`xmtc.neural.head_init`)."""
+        raise ConfigError(f"{type(self).__name__} has no data-driven head initialisation; use head_init=random")
+
     def alc_vectors(self, rep, label_ids):
         """ALC's hook: ``(h_q (B, d), h_l (B, S, d), rows)`` for candidate labels ``label_ids`` (B, S; -1 =
         padding), in one space of size :meth:`alc_dim`; ``rows`` is the list of ``(head name, HeadBatch)``
@@ -231,36 +243,59 @@ def represent(encoder, network, batch):
     return network.text_representation(out.hidden_states, batch["attention_mask"])
 
 
-def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: int = 128, device="cpu",
-                 precision: str = "auto", progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order."""
+def _eval_batches(encoder, network, tokenized: Tokenized, batch_size: int, device, precision: str,
+                  progress: bool, desc: str):
+    """Yield ``(positions, rep)`` over ``tokenized`` in length-sorted batches, encoder and network in
+    eval mode under inference mode (their training flags are restored afterwards)."""
 
     from ..progress import progress_bar
 
     n = len(tokenized)
     order = np.argsort(tokenized.lengths, kind="stable")
-    idx = np.full((n, k), -1, dtype=np.int32)
-    scores = np.zeros((n, k), dtype=np.float32)
     was = encoder.training, network.training
     encoder.eval()
     network.eval()
     try:
-        with torch.inference_mode(), progress_bar(progress, total=n, desc="predict", unit="text",
-                                                  leave=False) as bar:
+        with torch.inference_mode(), progress_bar(progress, total=n, desc=desc, unit="text", leave=False) as bar:
             for s in range(0, n, batch_size):
                 pos = order[s:s + batch_size]
                 with autocast(device, precision):
-                    rep = represent(encoder, network, tokenized.batch(pos, device))
-                    i, sc = network.predict(rep, k)
-                kk = min(k, i.shape[1])
-                idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
-                scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
+                    yield pos, represent(encoder, network, tokenized.batch(pos, device))
                 bar.update(pos.size)
     finally:
         encoder.train(was[0])
         network.train(was[1])
+
+
+def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: int = 128, device="cpu",
+                 precision: str = "auto", progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order."""
+
+    n = len(tokenized)
+    idx = np.full((n, k), -1, dtype=np.int32)
+    scores = np.zeros((n, k), dtype=np.float32)
+    for pos, rep in _eval_batches(encoder, network, tokenized, batch_size, device, precision, progress, "predict"):
+        i, sc = network.predict(rep, k)
+        kk = min(k, i.shape[1])
+        idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
+        scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
     scores[idx < 0] = 0.0
     return idx, scores
+
+
+def representations(encoder, network, tokenized: Tokenized, *, batch_size: int = 128, device="cpu",
+                    precision: str = "auto", progress: bool = False) -> np.ndarray:
+    """(n, d) float32: the network's text representation of every tokenized text (eval mode, so no
+    dropout), in input order -- what a data-driven head initialisation starts from."""
+
+    out = None
+    for pos, rep in _eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
+                                  "represent"):
+        rep = rep.float().cpu().numpy()
+        if out is None:
+            out = np.zeros((len(tokenized), rep.shape[1]), dtype=np.float32)
+        out[pos] = rep
+    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
 def precision_at(idx: np.ndarray, Y: sp.csr_matrix, k: int) -> float:

@@ -31,6 +31,17 @@ Where this differs from the reference code (kongds/LightXML, ``src/model.py``), 
 * learning rates: the reference trains everything with one AdamW rate (1e-4, constant); the shell's
   defaults here are a warm-up + linear decay with a separate, larger rate for the heads (set
   ``head_learning_rate`` = ``learning_rate`` for the reference's single rate).
+* initialisation (``head_init``): the paper starts the generator and the label embeddings at random
+  (``random``, selectable). The default ``centroid`` first encodes the training texts with the
+  pretrained encoder and puts each generator row on its cluster's standardised centroid, centres the
+  bottleneck on the training texts, and puts each label embedding on its texts' standardised centroid
+  in the bottleneck's space (:mod:`xmtc.neural.head_init`). Measured on yso-finna-en-2k-20k, 6,000
+  training titles, 1 epoch, all-MiniLM-L6-v2, max length 32, P@1 on 1,500 test titles (2026-11-23):
+  random start 0.27 ([CLS], dropout 0.5), 0.13 (mean pooling), 0.00 (dropout 0.1) -- the flat label
+  prior is 0.33, i.e. one CPU epoch teaches a random start nothing; centroid start 1.93 (dropout 0.5),
+  6.13 (dropout 0.1); the centroid start itself, before any step, 9.53. Training from it first loses
+  ground (the label embeddings have no bias, so the BCE pushes every candidate down), which is why the
+  gain is modest; the centroid classifier on the same pretrained representations alone reaches 25.6.
 """
 
 from __future__ import annotations
@@ -196,6 +207,26 @@ class LightXMLNetwork(Network):
 
     def alc_dim(self) -> int:
         return self.hidden_dim
+
+    def init_from_data(self, rep, Y, seed: int = 0) -> None:
+        """Generator rows on the standardised centroids of their clusters' texts; the bottleneck's bias
+        centres ``z`` on the training texts; label embeddings on the standardised centroids of their
+        texts' ``z`` (labels keep no bias, as in the paper). Labels and clusters without a text keep
+        their random rows."""
+        from .head_init import centroid_weights, cluster_membership
+
+        with torch.no_grad():
+            W, b, has = centroid_weights(rep, cluster_membership(Y, self.cluster_of_label, self.n_clusters), seed=seed)
+            keep = torch.from_numpy(has)
+            self.generator.weight[keep] = torch.from_numpy(W[has]).to(self.generator.weight)
+            self.generator.bias[keep] = torch.from_numpy(b[has]).to(self.generator.bias)
+            Wh = self.bottleneck.weight.detach().cpu().numpy()
+            z = rep @ Wh.T + self.bottleneck.bias.detach().cpu().numpy()
+            shift = z.mean(axis=0)
+            self.bottleneck.bias -= torch.from_numpy(shift).to(self.bottleneck.bias)
+            U, _, has = centroid_weights(z - shift, Y, seed=seed)
+            head = self.sparse_heads["labels"]
+            head.weight[torch.from_numpy(has)] = torch.from_numpy(U[has]).to(head.weight)
 
     # -- persistence -----------------------------------------------------------------------------------
     def meta(self) -> dict:

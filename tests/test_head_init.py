@@ -1,0 +1,79 @@
+"""Data-driven head initialisation (xmtc/neural/head_init.py) against its definition."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+torch = pytest.importorskip("torch")
+
+from xmtc.neural.head_init import centroid_weights, cluster_membership  # noqa: E402
+from xmtc.neural.lightxml import LightXMLNetwork  # noqa: E402
+
+
+def test_centroid_rows_follow_the_definition():
+    rep = np.array([[1.0, 0.0], [3.0, 0.0], [0.0, 2.0], [0.0, 4.0]], dtype=np.float32)
+    member = sp.csr_matrix(np.array([[1, 0, 0], [1, 0, 0], [0, 1, 0], [1, 1, 0]], dtype=np.float32))
+    W, b, has = centroid_weights(rep, member, kappa=2.0)
+    mu = rep.mean(0)                                       # (1, 1.5)
+    c0 = (rep[[0, 1, 3]] - mu).sum(0)                      # (1, 1.5): normalised direction of group 0
+    c1 = (rep[[2, 3]] - mu).sum(0)                         # (-2, 3)
+    assert has.tolist() == [True, True, False]
+    np.testing.assert_allclose(W[0] / np.linalg.norm(W[0]), c0 / np.linalg.norm(c0), rtol=1e-6)
+    np.testing.assert_allclose(W[1] / np.linalg.norm(W[1]), c1 / np.linalg.norm(c1), rtol=1e-6)
+    assert not W[2].any()
+    # both rows share one scale, and the bias gives an average text its group's smoothed prior
+    assert np.linalg.norm(W[0]) == pytest.approx(np.linalg.norm(W[1]), rel=1e-6)
+    prior = (np.array([3, 2]) + 0.5) / 5.0
+    np.testing.assert_allclose(W[:2] @ mu + b[:2], np.log(prior / (1 - prior)), rtol=1e-5)
+
+
+def test_logit_spread_is_kappa():
+    rng = np.random.default_rng(1)
+    rep = rng.normal(size=(600, 16)).astype(np.float32) * rng.uniform(0.1, 3, 16).astype(np.float32) + 5.0
+    member = sp.csr_matrix((rng.random((600, 12)) < 0.2).astype(np.float32))
+    for kappa in (1.0, 4.0):
+        W, b, has = centroid_weights(rep, member, kappa=kappa)
+        spread = ((rep - rep.mean(0)) @ W[has].T).std()
+        assert spread == pytest.approx(kappa, rel=0.1)
+
+
+def test_cluster_membership():
+    Y = sp.csr_matrix(np.array([[1, 0, 1, 0], [0, 0, 0, 1], [0, 0, 0, 0]], dtype=np.float32))
+    M = cluster_membership(Y, np.array([0, 0, 1, 1]), 3)
+    assert M.toarray().tolist() == [[1, 1, 0], [0, 1, 0], [0, 0, 0]]
+
+
+def test_lightxml_heads_start_on_the_centroids():
+    """Six labels in three clusters, texts near their label's direction: the initialised network ranks
+    every text's own label first before any training step (a random start does not)."""
+    rng = np.random.default_rng(0)
+    col = np.array([0, 0, 1, 1, 2, 2])
+    basis = rng.normal(size=(6, 24)).astype(np.float32) * 3
+    label = np.repeat(np.arange(6), 20)
+    rep = (basis[label] + rng.normal(scale=0.3, size=(label.size, 24)) + 1.0).astype(np.float32)
+    Y = sp.csr_matrix((np.ones(label.size, dtype=np.float32), (np.arange(label.size), label)), shape=(label.size, 6))
+
+    def top1(init: bool):
+        net = LightXMLNetwork(col, 24, n_layers=1, hidden_dim=16, dropout=0.0, topk=1, seed=3)
+        if init:
+            net.init_from_data(rep, Y)
+        net.eval()
+        with torch.no_grad():
+            idx, _ = net.predict(torch.from_numpy(rep), 1)
+        return idx[:, 0].numpy()
+
+    assert (top1(True) == label).all()
+    assert (top1(False) == label).mean() < 0.5
+
+
+def test_a_method_without_it_refuses_centroid_before_encoding(reuters_small, tmp_path):
+    import xmtc
+    from xmtc.errors import ConfigError
+
+    from conftest import make_tiny_bert
+
+    (tr, ytr), _ = reuters_small
+    enc = make_tiny_bert(tmp_path / "tiny", tr[:200])
+    with pytest.raises(ConfigError, match="head_init=centroid is not available"):
+        xmtc.APLC(encoder=str(enc), head_init="centroid", epochs=1, valid_size=0).fit(tr[:200], ytr[:200],
+                                                                                   progress=False)
