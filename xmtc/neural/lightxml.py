@@ -42,6 +42,8 @@ Where this differs from the reference code (kongds/LightXML, ``src/model.py``), 
   6.13 (dropout 0.1); the centroid start itself, before any step, 9.53. Training from it first loses
   ground (the label embeddings have no bias, so the BCE pushes every candidate down), which is why the
   gain is modest; the centroid classifier on the same pretrained representations alone reaches 25.6.
+  At full scale (19,000 titles, 3 epochs, heads at 1e-2): test P@1 29.00 from the centroid start,
+  28.04 from a random one; R@100 61.70 against 64.73.
 """
 
 from __future__ import annotations
