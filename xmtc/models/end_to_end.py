@@ -183,6 +183,8 @@ class EndToEndModel(XMCModel):
         cfg = self.config
         if sp.issparse(X):
             raise ConfigError(f"{type(self).__name__} fine-tunes a transformer on texts; got a feature matrix")
+        if cfg.head_init == "centroid" and self._network_class().init_from_data is Network.init_from_data:
+            raise ConfigError(f"{type(self).__name__}: head_init=centroid is not available for this method")
         texts = _check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
@@ -212,8 +214,6 @@ class EndToEndModel(XMCModel):
             else:
                 ckpt.clear()
         train_tok = tokenized.take(train_rows)
-        if cfg.head_init == "centroid" and type(network).init_from_data is Network.init_from_data:
-            raise ConfigError(f"{type(self).__name__}: head_init=centroid is not available for this method")
         if cfg.head_init == "centroid" and start is None:  # a resumed run restores the trained heads instead
             rep = representations(encoder, network, train_tok, batch_size=cfg.encode_batch_size, device=device,
                                   precision=cfg.precision, progress=progress)
