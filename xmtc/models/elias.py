@@ -239,54 +239,30 @@ class ELIAS(EndToEndModel):
 
     def _cluster_beams(self, tokenized, progress: bool):
         """Top-``beam_size`` cluster ids and scores of every tokenized text (no teacher forcing, eval mode)."""
-        import torch
-
-        from ..features.encoder import autocast
-        from ..neural.e2e import represent
-        from ..progress import progress_bar
+        from ..neural.e2e import eval_batches
 
         n, b = len(tokenized), min(self.network_.beam_size, self.network_.n_clusters)
         ids = np.full((n, b), -1, dtype=np.int64)
         sc = np.zeros((n, b), dtype=np.float32)
-        order = np.argsort(tokenized.lengths, kind="stable")
-        self.encoder_.eval()
-        self.network_.eval()
-        with torch.inference_mode(), progress_bar(progress, total=n, desc="cluster beams", unit="text",
-                                                  leave=False) as bar:
-            for s in range(0, n, self.encode_batch_size):
-                pos = order[s:s + self.encode_batch_size]
-                with autocast(self.device_, self.precision):
-                    rep = represent(self.encoder_, self.network_, tokenized.batch(pos, self.device_))
-                    i, v = self.network_.cluster_beam(rep)
-                ids[pos], sc[pos] = i.cpu().numpy(), v.float().cpu().numpy()
-                bar.update(pos.size)
+        for pos, rep in eval_batches(self.encoder_, self.network_, tokenized, self.encode_batch_size, self.device_,
+                                     self.precision, progress, "cluster beams"):
+            i, v = self.network_.cluster_beam(rep)
+            ids[pos], sc[pos] = i.cpu().numpy(), v.float().cpu().numpy()
         return ids, sc
 
     def _elias_topk(self, tokenized, k: int, progress: bool = False):
         """ELIAS's top-k (ids, scores) and the representations phi(x) (eval mode: no dropout) of every text."""
-        import torch
-
-        from ..features.encoder import autocast
-        from ..neural.e2e import represent
-        from ..progress import progress_bar
+        from ..neural.e2e import eval_batches
 
         n = len(tokenized)
         idx = np.full((n, k), -1, dtype=np.int32)
         scores = np.zeros((n, k), dtype=np.float32)
         emb = np.zeros((n, self.network_.hidden * self.network_.n_layers), dtype=np.float32)
-        order = np.argsort(tokenized.lengths, kind="stable")
-        self.encoder_.eval()
-        self.network_.eval()
-        with torch.inference_mode(), progress_bar(progress, total=n, desc="predict", unit="text",
-                                                  leave=False) as bar:
-            for s in range(0, n, self.encode_batch_size):
-                pos = order[s:s + self.encode_batch_size]
-                with autocast(self.device_, self.precision):
-                    rep = represent(self.encoder_, self.network_, tokenized.batch(pos, self.device_))
-                    i, v = self.network_.predict(rep, k)
-                idx[pos], scores[pos] = i.cpu().numpy(), v.float().cpu().numpy()
-                emb[pos] = rep.float().cpu().numpy()
-                bar.update(pos.size)
+        for pos, rep in eval_batches(self.encoder_, self.network_, tokenized, self.encode_batch_size, self.device_,
+                                     self.precision, progress, "predict"):
+            i, v = self.network_.predict(rep, k)
+            idx[pos], scores[pos] = i.cpu().numpy(), v.float().cpu().numpy()
+            emb[pos] = rep.float().cpu().numpy()
         scores[idx < 0] = 0.0
         return idx, scores, emb
 

@@ -243,7 +243,7 @@ def represent(encoder, network, batch):
     return network.text_representation(out.hidden_states, batch["attention_mask"])
 
 
-def _eval_batches(encoder, network, tokenized: Tokenized, batch_size: int, device, precision: str,
+def eval_batches(encoder, network, tokenized: Tokenized, batch_size: int, device, precision: str,
                   progress: bool, desc: str):
     """Yield ``(positions, rep)`` over ``tokenized`` in length-sorted batches, encoder and network in
     eval mode under inference mode (their training flags are restored afterwards)."""
@@ -274,7 +274,7 @@ def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: 
     n = len(tokenized)
     idx = np.full((n, k), -1, dtype=np.int32)
     scores = np.zeros((n, k), dtype=np.float32)
-    for pos, rep in _eval_batches(encoder, network, tokenized, batch_size, device, precision, progress, "predict"):
+    for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress, "predict"):
         i, sc = network.predict(rep, k)
         kk = min(k, i.shape[1])
         idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
@@ -289,7 +289,7 @@ def representations(encoder, network, tokenized: Tokenized, *, batch_size: int =
     dropout), in input order -- what a data-driven head initialisation starts from."""
 
     out = None
-    for pos, rep in _eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
+    for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
                                   "represent"):
         rep = rep.float().cpu().numpy()
         if out is None:
@@ -360,7 +360,7 @@ class EndToEndTrainer:
         for name, head in self.network.sparse_heads.items():
             out[f"sparse.{name}.weight"] = head.weight.detach().clone()
             out[f"sparse.{name}.bias"] = head.bias.detach().clone()
-        return {k: (v if v.is_floating_point() else v) for k, v in out.items() if isinstance(v, torch.Tensor)}
+        return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
 
     def _set_weights(self, w: dict) -> None:
         enc = {k[len("encoder."):]: v for k, v in w.items() if k.startswith("encoder.")}

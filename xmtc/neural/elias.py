@@ -63,6 +63,7 @@ import torch.nn.functional as F
 from ..errors import ConfigError, ModelFormatError
 from .e2e import LossOut, Network, cls_concat, mean_pooled
 from .heads import RowSparseHead, random_head
+from .lightxml import cluster_members
 
 
 # -- the index -----------------------------------------------------------------------------------------
@@ -71,14 +72,7 @@ def tree_adjacency(cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
     cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
     if cluster_of_label.size and (cluster_of_label.min() < 0 or cluster_of_label.max() >= n_clusters):
         raise ConfigError("cluster_of_label holds ids outside 0..n_clusters-1")
-    order = np.argsort(cluster_of_label, kind="stable")
-    counts = np.bincount(cluster_of_label, minlength=n_clusters)
-    width = max(1, int(counts.max()) if counts.size else 1)
-    out = np.full((n_clusters, width), -1, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    pos = np.arange(order.size) - np.repeat(starts, counts)
-    out[cluster_of_label[order], pos] = order
-    return out
+    return cluster_members(cluster_of_label, n_clusters)
 
 
 def approximate_adjacency(beam_ids: np.ndarray, beam_scores: np.ndarray, Y: sp.spmatrix, n_clusters: int,
