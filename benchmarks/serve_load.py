@@ -12,7 +12,10 @@ count. Every ``--malformed-every``-th request is a malformed one instead (no tex
 ``threshold=abc``, broken JSON, 33 documents, an unknown project, a wrong method, a body over the
 server's limit): each must get a 4xx problem+json. Good requests must get 200. Any 5xx fails the run.
 The server's RSS is sampled every 0.25 s; "growth after warm-up" is its last sample minus the sample
-taken when the warm-up ended. Finally, eight requests are sent into a long batching window, SIGTERM
+taken when the warm-up ended. The default warm-up is 4,000 requests because the server's private
+memory grows during its first ~3,000 (by 14 MB on the full yso-finna-en model: allocator arenas and
+scratch buffers reaching the largest micro-batch they will see) and is flat from then on (+1 MB over the
+next 21,000, ``RssAnon`` sampled from /proc; benchmarks/RESULTS.md). Finally, eight requests are sent into a long batching window, SIGTERM
 is sent while they wait, and all eight must still be answered 200 with the process ending by itself.
 
 The client is a small HTTP/1.1 keep-alive client on asyncio streams in this process, so it costs the
@@ -275,7 +278,8 @@ def main(argv=None) -> int:
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--requests", type=int, default=2000, help="Requests in the measured phase (good + malformed).")
     ap.add_argument("--duration", type=float, default=300.0, help="Stop the measured phase after this many seconds.")
-    ap.add_argument("--warmup", type=int, default=400)
+    ap.add_argument("--warmup", type=int, default=4000,
+                    help="Requests sent before measuring (memory settles after ~3,000).")
     ap.add_argument("--malformed-every", type=int, default=10, help="Every N-th request is malformed (0: none).")
     ap.add_argument("--batch-wait-ms", type=float, default=None, help="Server's micro-batching window.")
     ap.add_argument("--batch-size", type=int, default=None, help="Server's micro-batch size (1: no batching).")
