@@ -54,6 +54,7 @@ from ..features.encoder import Tokenized, autocast
 from .distributed import DistContext
 from .finetune import _clip, _schedule
 from .heads import LazyAdam, RowSparseHead, merge_row_grads
+from .optim import adamw
 
 log = logging.getLogger(__name__)
 
@@ -327,10 +328,8 @@ class EndToEndTrainer:
         enc = [p for p in encoder.parameters() if p.requires_grad]
         dense = [p for p in network.parameters() if p.requires_grad]
         self.params = enc + dense
-        self.opt = torch.optim.AdamW([
-            {"params": [p for p in enc if p.ndim >= 2], "lr": s.learning_rate, "weight_decay": s.weight_decay},
-            {"params": [p for p in enc if p.ndim < 2], "lr": s.learning_rate, "weight_decay": 0.0},
-            {"params": dense, "lr": s.head_learning_rate, "weight_decay": 0.0}])
+        self.opt = adamw(enc, s.learning_rate, s.weight_decay,
+                         [{"params": dense, "lr": s.head_learning_rate, "weight_decay": 0.0}])
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
         self.head_opts = {name: LazyAdam(head, s.head_learning_rate) for name, head in network.sparse_heads.items()}
         rng = np.random.default_rng(s.seed)

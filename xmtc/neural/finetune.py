@@ -35,6 +35,7 @@ from ..features.encoder import Tokenized, autocast, embed, encode
 from .bootstrap import BOOTSTRAPS, start_head
 from .distributed import DistContext, gather_rows, shard
 from .heads import LazyAdam, RowSparseHead, merge_row_grads
+from .optim import adamw
 from .losses import shortlist_loss
 from .matcher import head_beam_step
 from .shortlist import build_shortlist, children_csr
@@ -140,10 +141,7 @@ class LevelTrainer:
         self.settings, self.device, self.ctx, self.name = settings, device, ctx, level_name
         enc_params = [p for p in encoder.parameters() if p.requires_grad]
         self.enc_params = enc_params
-        self.opt = torch.optim.AdamW([
-            {"params": [p for p in enc_params if p.ndim >= 2], "lr": settings.learning_rate,
-             "weight_decay": settings.weight_decay},
-            {"params": [p for p in enc_params if p.ndim < 2], "lr": settings.learning_rate, "weight_decay": 0.0}])
+        self.opt = adamw(enc_params, settings.learning_rate, settings.weight_decay)
         self.head_opt = LazyAdam(head, settings.head_learning_rate)
         # the peak rates the schedule scales (taken now: a restored optimiser holds the scaled ones)
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
