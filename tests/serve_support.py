@@ -31,11 +31,11 @@ def sample_docs(step: int = 8):
     return texts, labels
 
 
-def build_model(folder: Path) -> Path:
+def build_model(folder: Path, **params) -> Path:
     texts, labels = sample_docs()
     vocab = LabelVocab(sorted({x for row in labels for x in row})).with_label_file(sample_path("labels"))
-    model = xmtc.XRLinear(max_leaf_size=32, branching=8, n_threads=1).fit(texts, labels, labels=vocab,
-                                                                           progress=False)
+    params = {"max_leaf_size": 32, "branching": 8, "n_threads": 1, **params}
+    model = xmtc.XRLinear(**params).fit(texts, labels, labels=vocab, progress=False)
     model.save(folder)
     return folder
 

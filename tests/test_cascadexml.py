@@ -221,3 +221,29 @@ def test_each_level_reads_its_own_layers(pooling):
     W, b = net.proj[1].weight.detach(), net.proj[1].bias.detach()
     torch.testing.assert_close(rep[0], torch.cat([read[1], read[2]], 1) @ W.T + b)
     torch.testing.assert_close(rep[1], read[3])
+
+
+def test_centroid_start_is_what_fit_trains_from(sample, encoder_dir):
+    """head_init=centroid: with learning rates ~0 the fitted level heads equal centroid_weights of the
+    pretrained encoder's per-level representations of the training texts (computed independently here)."""
+    from xmtc.features.encoder import Tokenized, load_encoder
+    from xmtc.models.base import as_label_matrix
+    from xmtc.neural.e2e import representations
+    from xmtc.neural.head_init import centroid_weights
+
+    (texts, labels), _ = sample
+    params = {**FAST, "head_init": "centroid", "epochs": 1, "learning_rate": 1e-12, "head_learning_rate": 1e-12}
+    model = xmtc.CascadeXML(encoder=str(encoder_dir), **params).fit(texts, labels, progress=False)
+    net = model.network_
+    tokenizer, encoder = load_encoder(str(encoder_dir), torch.device("cpu"))
+    rep = representations(encoder, net, Tokenized(tokenizer, texts, FAST["max_length"]))
+    h = net.hidden
+    assert rep.shape == (len(texts), net.n_levels * h)
+    Y, _ = as_label_matrix(labels, model.labels_, len(texts))
+    targets = net.tree.level_targets(sp.csr_matrix(Y, dtype=np.float32))
+    for t in range(net.n_levels):
+        W, b, has = centroid_weights(rep[:, t * h:(t + 1) * h], targets[t])
+        assert has.all()
+        head = net.head0 if t == 0 else net.sparse_heads[f"level{t}"]
+        np.testing.assert_allclose(head.weight.detach().numpy(), W, rtol=1e-3, atol=1e-3 * np.abs(W).max())
+        np.testing.assert_allclose(head.bias.detach().numpy(), b, rtol=1e-3, atol=1e-3 * np.abs(b).max())

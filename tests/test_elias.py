@@ -23,7 +23,8 @@ from xmtc.neural.elias import ELIASNetwork, approximate_adjacency, tree_adjacenc
 
 FAST = {"max_length": 16, "batch_size": 32, "n_threads": 2, "cluster_size": 4, "beam_size": 3, "kappa": 8, "shortlist_size": 12,
             "alpha": 2.0, "beta": 3.0, "epochs": 3, "stage2_epochs": 2, "learning_rate": 1e-3, "stage2_learning_rate": 1e-3,
-            "head_learning_rate": 2e-2, "stage2_head_learning_rate": 2e-2, "valid_size": 0, "seed": 0}
+            "head_learning_rate": 2e-2, "stage2_head_learning_rate": 2e-2, "valid_size": 0, "seed": 0,
+        "ranker": False, "head_init": "random"}
 
 
 # -- the index and the scores against their definitions ------------------------------------------------
@@ -300,7 +301,7 @@ def test_labels_the_approximate_graph_drops_keep_their_tree_edge():
 
 def test_elias_plus_plus_reranks_the_top_100_and_round_trips(sample, encoder_dir, tmp_path):
     (texts, labels), (test_texts, _) = sample
-    model = xmtc.ELIAS(encoder=str(encoder_dir), ranker=True, ranker_topk=6, **FAST).fit(texts, labels,
+    model = xmtc.ELIAS(encoder=str(encoder_dir), **{**FAST, "ranker": True, "ranker_topk": 6}).fit(texts, labels,
                                                                                         progress=False)
     plain = model.rankers_
     model.rankers_ = None

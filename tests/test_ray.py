@@ -85,6 +85,38 @@ def test_predict_with_ray_writes_the_same_file(sample, tmp_path, ray_cluster):
     assert (tmp_path / "ray.jsonl").read_bytes() == plain
 
 
+def test_a_worker_that_dies_is_retried_and_the_model_is_unchanged(sample, tmp_path, ray_cluster, monkeypatch):
+    """The first subtree task to start kills its own worker process (as the OOM killer or a lost node would);
+    Ray runs it again, and the model folder is byte for byte the plain run's."""
+    from xmtc.distributed import ray_backend
+
+    args = ["train", str(sample / "train.txt"), "--max-leaf-size", "30", "-q", "--n-threads", "2"]
+    assert cli.main([*args, "-o", str(tmp_path / "plain")]) == 0
+    died, attempts = str(tmp_path / "died"), str(tmp_path / "attempts")
+    original = ray_backend._train_task
+
+    def dies_once(*task_args):  # a closure: Ray ships it by value, and `original` by reference
+        import os
+
+        with open(attempts, "a") as fh:
+            fh.write("x")
+        try:
+            fd = os.open(died, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return original(*task_args)
+        os.close(fd)
+        os._exit(9)
+
+    monkeypatch.setattr(ray_backend, "_train_task", dies_once)
+    assert cli.main([*args, "-o", str(tmp_path / "ray"), "--ray", "local:2"]) == 0
+    assert Path(died).exists()
+    n_tasks = len(Path(attempts).read_text())
+    plain, ray = _files(tmp_path / "plain"), _files(tmp_path / "ray")
+    assert sorted(plain) == sorted(ray) and all(plain[n] == ray[n] for n in plain)
+    assert n_tasks >= 3  # at least two subtrees plus the one retry
+    assert not list(tmp_path.glob(".ray.shards-*"))
+
+
 def test_a_failing_subtree_task_is_named(tmp_path, ray_cluster):
     import scipy.sparse as sp
 

@@ -323,7 +323,41 @@ def test_project_specs(tmp_path):
             project_specs(dirs, names)
 
 
+def test_ensemble_specs(tmp_path):
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    assert project_specs([a], [], [f"both={a},{b}"]) == {"both": [a, b], "a": a}
+    for ens, msg in [([f"e={a}"], "two or more folders"), ([f"{a},{b}"], "two or more folders"),
+                     ([f"e e={a},{b}"], "letters, digits"), ([f"e={a},{b}", f"e={b},{a}"], "given twice")]:
+        with pytest.raises(xmtc.errors.ConfigError, match=msg):
+            project_specs([], [], ens)
+    with pytest.raises(xmtc.errors.ConfigError, match="already used"):
+        project_specs([str(tmp_path / "x" / "e")], [], [f"e={a},{b}"])
+
+
+def test_an_ensemble_is_one_project(model_dir, tmp_path):
+    """--ensemble: the members' scores combined as `xmtc ensemble` combines them, behind the same API."""
+    from xmtc.models.ensemble import Ensemble
+
+    other = build_model(tmp_path / "unigrams", ngram_max=1, seed=1)
+    cfg = ServeConfig(batch_wait_ms=0.0, ensemble_combine="rank-average")
+    ens = Ensemble([xmtc.load(model_dir), xmtc.load(other)], combine="rank-average")
+    with TestClient(create_app({"yso": str(model_dir), "both": [str(model_dir), str(other)]}, cfg)) as c:
+        one = c.get("/v1/projects/both").json()
+        assert list(one) == ANNIF_PROJECT_KEYS and one["backend"] == {"backend_id": "ensemble"}
+        newest = max((d / "manifest.json").stat().st_mtime for d in (model_dir, other))
+        assert one["modification_time"] == time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(newest))
+        got = c.post("/v1/projects/both/suggest", data={"text": TEXT, "limit": 8}).json()["results"]
+        assert got == expected(ens, TEXT, 8) and len(got) == 8
+        alone = c.post("/v1/projects/yso/suggest", data={"text": TEXT, "limit": 8}).json()["results"]
+        assert [r["score"] for r in got] != [r["score"] for r in alone]  # rank-average scores, not the member's
+        batch = c.post("/v1/projects/both/suggest-batch?limit=8",
+                       json={"documents": [{"text": TEXT, "document_id": "d"}]}).json()
+        assert batch == [{"document_id": "d", "results": got}]
+
+
 @pytest.mark.parametrize("args,msg", [(["/nonexistent/model"], "model folder not found"),
+                                      (["--ensemble", "e=/a"], "two or more folders"),
+                                      (["--ensemble", "e=/nonexistent/a,/nonexistent/b"], "model folder not found"),
                                       (["--name", "bad"], "ID=MODEL_DIR"),
                                       (["--port", "99999", "x"], "'port' must be <= 65535"),
                                       (["--batch-size", "0", "x"], "'batch_size' must be >= 1")])

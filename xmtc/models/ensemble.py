@@ -101,6 +101,8 @@ class Ensemble:
     >>> ens.predict(["a text"], k=5)                                              # doctest: +SKIP
     """
 
+    method = "ensemble"
+
     def __init__(self, models, combine: str = "average", weights=None, k_each: int = 20):
         from ..errors import ConfigError
 

@@ -73,6 +73,12 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
 * **First-level projection.** The reference always projects the first level's two concatenated layers
   (Dropout 0.2 + Linear 2h -> h); we do the same, and skip the projection when ``layers`` gives the first
   level a single layer (its state already has size h).
+* **Head initialisation.** ``head_init="centroid"`` (:meth:`CascadeNetwork.init_from_data`) puts every
+  level's rows on the standardised centroids of its nodes' training texts, each level under its own
+  representation; ``random`` (Xavier, the reference's) stays the default. yso-finna-en-2k-20k, 3 epochs:
+  validation P@1 26.7 / 31.8 / 33.4 after each epoch against 20.1 / 28.8 / 32.4 from the random start, test
+  P@1 33.58 against 33.30 (PSP@5 44.28 against 44.86), for 50 s of encoding the training texts once: a
+  faster start that ends about level, so not the default.
 * **Checkpoint selection.** The reference keeps the epoch with the best *test* score; the core chooses on a
   validation split cut from the training data.
 * **Tree.** The reference loads ECLARE-style clusters (balanced 2-means on label features, branching 8
@@ -261,6 +267,28 @@ class CascadeNetwork(Network):
                 x = self.proj(x)
             reps.append(self.drops[t](x))
         return reps
+
+    def init_from_data(self, rep, Y, seed: int = 0) -> None:
+        """Every level's rows on the standardised centroids of its nodes' texts (:mod:`xmtc.neural.head_init`).
+
+        ``rep`` is ``[phi_0 | phi_1 | ... | phi_D]`` side by side (what :func:`xmtc.neural.e2e.representations`
+        gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
+        the centroid of ``phi_t`` over the texts with a label under ``n``, and the prior bias. Nodes
+        without a training text keep their random rows."""
+        from .head_init import centroid_weights
+
+        rep = np.asarray(rep, dtype=np.float32)
+        if rep.shape[1] != self.n_levels * self.hidden:
+            raise ValueError(f"expected {self.n_levels} representations of width {self.hidden} side by side,"
+                             f" got width {rep.shape[1]}")
+        targets = self.tree.level_targets(sp.csr_matrix(Y, dtype=np.float32))
+        with torch.no_grad():
+            for t in range(self.n_levels):
+                W, b, has = centroid_weights(rep[:, t * self.hidden:(t + 1) * self.hidden], targets[t], seed=seed)
+                keep = torch.from_numpy(has)
+                head = self.head0 if t == 0 else self.sparse_heads[f"level{t}"]
+                head.weight[keep] = torch.from_numpy(W[has]).to(head.weight)
+                head.bias[keep] = torch.from_numpy(b[has]).to(head.bias)
 
     # -- training ----------------------------------------------------------------------------------------
     def candidates(self, prev_ids: np.ndarray, prev_scores: np.ndarray, level: int,

@@ -287,11 +287,14 @@ def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: 
 def representations(encoder, network, tokenized: Tokenized, *, batch_size: int = 128, device="cpu",
                     precision: str = "auto", progress: bool = False) -> np.ndarray:
     """(n, d) float32: the network's text representation of every tokenized text (eval mode, so no
-    dropout), in input order -- what a data-driven head initialisation starts from."""
+    dropout), in input order -- what a data-driven head initialisation starts from. A network with one
+    representation per level (CascadeXML's list) gets them side by side, level 0 first."""
 
     out = None
     for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
                                   "represent"):
+        if isinstance(rep, (list, tuple)):
+            rep = torch.cat([r.float() for r in rep], dim=1)
         rep = rep.float().cpu().numpy()
         if out is None:
             out = np.zeros((len(tokenized), rep.shape[1]), dtype=np.float32)

@@ -33,12 +33,13 @@ ENV_SPEC = "XMTC_SERVE_SPEC"
 
 
 def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -> FastAPI:
-    """An app serving ``projects``: ``{id: model folder}`` or ``{id: fitted model}`` (for embedding/tests)."""
+    """An app serving ``projects``: ``{id: model folder}``, ``{id: [folders of an ensemble]}`` or ``{id: fitted
+    model}`` (for embedding/tests)."""
     config = config or ServeConfig()
     loaded: dict[str, Project] = {}
     for pid, item in projects.items():
-        if isinstance(item, (str, os.PathLike)):
-            loaded[pid] = Project.load(pid, os.fspath(item), config.language)
+        if isinstance(item, (str, os.PathLike, list, tuple)):  # a folder, or the folders of an ensemble
+            loaded[pid] = Project.load(pid, item, config.language, config.ensemble_combine)
         else:
             loaded[pid] = Project(pid, f"<in-memory {type(item).__name__}>", item, config.language)
         loaded[pid].warm_up()

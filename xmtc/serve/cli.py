@@ -1,4 +1,4 @@
-"""``xmtc serve MODEL_DIR [MODEL_DIR ...] [--name ID=MODEL_DIR] [--host H] [--port P] [--workers N]``.
+"""``xmtc serve MODEL_DIR [MODEL_DIR ...] [--name ID=MODEL_DIR] [--ensemble ID=DIR1,DIR2] [--host H] ...``.
 
 The options besides the model folders are generated from :class:`~xmtc.serve.config.ServeConfig`.
 Every model folder is checked (manifest, format version) before the server binds its port, so a
@@ -25,6 +25,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="Model folders; each is a project whose id is the folder's name.")
     p.add_argument("--name", action="append", default=[], metavar="ID=MODEL_DIR",
                    help="Serve MODEL_DIR as project ID (repeatable).")
+    p.add_argument("--ensemble", action="append", default=[], metavar="ID=DIR1,DIR2",
+                   help="Serve the models in these folders combined as one project ID (repeatable; scores"
+                        " combined by --ensemble-combine).")
     add_config_arguments(p, _config_class(), title="server settings")
     return p
 
@@ -48,9 +51,10 @@ def run(args: argparse.Namespace) -> int:
     from .registry import project_specs
 
     cfg = config_from_args(_config_class(), args)
-    specs = project_specs(args.model_dirs, args.name)
-    for folder in specs.values():
-        ModelReader(folder)  # missing/corrupt folder or foreign format: one-line error before binding
+    specs = project_specs(args.model_dirs, args.name, args.ensemble)
+    for spec in specs.values():
+        for folder in [spec] if isinstance(spec, str) else spec:
+            ModelReader(folder)  # missing/corrupt folder or foreign format: one-line error before binding
     level = "warning" if args.quiet else (args.log_level or "info").lower()
     common = dict(host=cfg.host, port=cfg.port, log_level=level, access_log=False,
                   timeout_graceful_shutdown=30)

@@ -28,6 +28,9 @@ class ServeConfig:
     batch_size: int = param(64, "Most texts scored by one predict call of the micro-batcher.", minimum=1)
     batch_wait_ms: float = param(1.0, "How long the micro-batcher waits for more requests once it holds"
                                  " one (0 = only what has queued while the previous call ran).", minimum=0.0)
+    ensemble_combine: str = param("average", "How an --ensemble project combines its members' scores (as"
+                                  " `xmtc ensemble --combine`).", choices=("average", "rank-average",
+                                                                         "sigmoid-average"))
     label_pool: Optional[str] = param(None, "Unlabelled texts (one a line, or TSV/JSONL) offered for"
                                       " labelling on the /label page.")
     label_output: Optional[str] = param(None, "JSONL file the /label page appends {\"text\", \"labels\"}"

@@ -24,12 +24,15 @@ log = logging.getLogger(__name__)
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 
-def project_specs(model_dirs: Sequence[str], names: Sequence[str] = ()) -> dict[str, str]:
-    """``{project id: model folder}`` from positional folders and ``ID=MODEL_DIR`` names.
+def project_specs(model_dirs: Sequence[str], names: Sequence[str] = (), ensembles: Sequence[str] = ()
+                  ) -> dict[str, str | list[str]]:
+    """``{project id: model folder, or a list of folders for an ensemble}`` from positional folders,
+    ``ID=MODEL_DIR`` names and ``ID=DIR1,DIR2[,...]`` ensembles.
 
-    A folder given both ways is served once, under its given name.
+    A folder given both ways is served once, under its given name; an ensemble's members may also be
+    served on their own.
     """
-    named: dict[str, str] = {}
+    named: dict[str, str | list[str]] = {}
     for item in names:
         pid, sep, folder = item.partition("=")
         if not sep or not pid or not folder:
@@ -38,8 +41,17 @@ def project_specs(model_dirs: Sequence[str], names: Sequence[str] = ()) -> dict[
         if pid in named:
             raise ConfigError(f"--name: project id {pid!r} is given twice")
         named[pid] = folder
-    specs = dict(named)
     named_paths = {os.path.realpath(f) for f in named.values()}
+    for item in ensembles:
+        pid, sep, folders = item.partition("=")
+        members = [f for f in folders.split(",") if f]
+        if not sep or not pid or len(members) < 2:
+            raise ConfigError(f"--ensemble expects ID=MODEL_DIR,MODEL_DIR[,...] (two or more folders), got {item!r}")
+        _check_id(pid, f"--ensemble {item!r}")
+        if pid in named:
+            raise ConfigError(f"--ensemble: project id {pid!r} is given twice")
+        named[pid] = members
+    specs = dict(named)
     for folder in model_dirs:
         if os.path.realpath(folder) in named_paths:
             continue
@@ -81,9 +93,19 @@ class Project:
     batcher: Any = field(default=None, repr=False)
 
     @classmethod
-    def load(cls, project_id: str, folder: str, language: str = "en") -> "Project":
-        model = load_model(folder)
-        mtime = os.path.getmtime(Path(folder) / "manifest.json")
+    def load(cls, project_id: str, folder: str | Sequence[str], language: str = "en",
+             combine: str = "average") -> "Project":
+        """The model at ``folder``, or the :class:`~xmtc.models.ensemble.Ensemble` of the models at a list of
+        folders (scores combined by ``combine``); the modification time is the newest manifest's."""
+        if isinstance(folder, (str, os.PathLike)):
+            folders, model = [os.fspath(folder)], load_model(folder)
+        else:
+            from ..models.ensemble import Ensemble
+
+            folders = [os.fspath(f) for f in folder]
+            model = Ensemble([load_model(f) for f in folders], combine=combine)
+            folder = ",".join(folders)
+        mtime = max(os.path.getmtime(Path(f) / "manifest.json") for f in folders)
         modified = _dt.datetime.fromtimestamp(mtime, tz=_dt.timezone.utc).replace(microsecond=0)
         return cls(project_id, folder, model, language, modified)
 
