@@ -6,6 +6,7 @@ import gzip
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,68 @@ def test_a_failing_subtree_task_is_named(tmp_path, ray_cluster):
         run = ray_runner(session, tmp_path)
         with pytest.raises(XmtcError, match=r"Ray task for subtree 1 of level 1 \(1 labels\) failed: IndexError"):
             run(X, Y, chain, [broken], {"C_pos": 1.0})
+
+
+def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, ray_cluster, capsys):
+    """XR-Transformer's linear matcher and rankers on [tfidf, embedding] trained as Ray subtree tasks equal, array
+    for array, the plain fit of the same features (fine-tuning itself is not repeated: two fine-tunings of one
+    seed are not bit-identical across fits in one process); and `xmtc train --ray` takes that path."""
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    import xmtc
+    from xmtc.distributed.ray_backend import linear_fit as ray_linear_fit
+    from xmtc.models.xr_linear import _plain_linear_fit
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from conftest import make_tiny_bert
+
+    lines = (sample / "train.txt").read_text().splitlines(keepends=True)[:600]
+    labels = [ln.split("\t", 1)[0].split(",") for ln in lines]
+    texts = [ln.rstrip("\n").split("\t", 1)[1] for ln in lines]
+    enc = make_tiny_bert(tmp_path / "bert", texts)
+    params = dict(encoder=str(enc), matcher="linear", negatives="tfn", max_leaf_size=30, branching=4, max_length=16,
+                  epochs=1, n_threads=2)
+    seen = {}
+    ray_fit = ray_linear_fit("local:2", str(tmp_path / "m"))
+
+    def spy(X, Y, tree, **kw):
+        seen.update(X=X, Y=Y, tree=tree, kw=kw)
+        return ray_fit(X, Y, tree, **kw)
+
+    model = xmtc.XRTransformer(**params).fit(texts, labels, progress=False, linear_fit=spy)
+    assert seen["X"].shape[1] == model.n_features_  # the [tfidf, embedding] features
+    plain = _plain_linear_fit(seen["X"], seen["Y"], seen["tree"], **seen["kw"]).to_arrays(layout="beam")
+    got = model.models_[0].to_arrays(layout="beam")
+    assert sorted(plain) == sorted(got)
+    for key in plain:
+        assert np.array_equal(plain[key], got[key]), key
+
+    small = tmp_path / "train.txt"
+    small.write_text("".join(lines))
+    argv = ["train", str(small), "-o", str(tmp_path / "cli"), "--method", "xr-transformer", "--matcher", "linear",
+            "--negatives", "tfn", "--encoder", str(enc), "--max-leaf-size", "30", "--branching", "4",
+            "--max-length", "16", "--epochs", "1", "--n-threads", "2", "-q", "--ray", "local:2", "--log-level", "INFO"]
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    assert re.search(r"ray: \d+ subtree tasks submitted", capsys.readouterr().err)
+    assert len(xmtc.load(tmp_path / "cli").predict(texts[:2], k=3)[0]) == 3
+
+
+@pytest.mark.parametrize("extra,msg", [(["--matcher", "neural", "--negatives", "tfn"], "matcher 'neural' trains its own"),
+                                       ([], "--ray needs --negatives tfn: 'tfn+man'"),
+                                       (["--method", "lightxml"], "method 'lightxml' is not supported")])
+def test_ray_refuses_what_it_cannot_cut_before_training(sample, tmp_path, capsys, extra, msg):
+    argv = ["train", str(sample / "train.txt"), "-o", str(tmp_path / "m"), "--method", "xr-transformer", "--ray",
+            "local:2", "-q"]
+    if extra[:1] == ["--method"]:
+        argv[argv.index("xr-transformer")] = extra[1]
+        extra = []
+    t0 = time.perf_counter()
+    rc = cli.main([*argv, *extra])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and msg in err[0], err
+    assert time.perf_counter() - t0 < 10  # refused up front, not after fine-tuning
+    assert not (tmp_path / "m").exists()
 
 
 def test_ray_flag_without_ray_installed_is_one_line(monkeypatch, capsys, sample, tmp_path):

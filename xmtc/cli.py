@@ -78,8 +78,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                             " level (default: OUTPUT.checkpoint).")
     p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
                                                          " from the last finished level in the checkpoint.")
-    p.add_argument("--ray", metavar="auto|local:N", help="xr-linear: train the label tree's subtrees as Ray tasks"
-                   " on the cluster at RAY_ADDRESS (auto) or a local Ray with N workers; same model as without.")
+    p.add_argument("--ray", metavar="auto|local:N", help="xr-linear, and the linear matcher and rankers of"
+                   " xr-transformer / x-transformer: train the label tree's subtrees as Ray tasks on the cluster"
+                   " at RAY_ADDRESS (auto) or a local Ray with N workers; same model as without.")
     _common(p)
     try:
         add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")
@@ -183,7 +184,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise DataFormatError(_input_name(args.train_file), None, "no documents; nothing to train on")
     if getattr(args, "ray", None):
         from .distributed.cli import train_hook
-        fit_kw.update(train_hook(args))
+        fit_kw.update(train_hook(args, cfg))
     try:
         model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
     except (ConfigError, DataFormatError) as exc:

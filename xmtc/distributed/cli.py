@@ -5,12 +5,23 @@ from __future__ import annotations
 from ..errors import ConfigError
 
 
-def train_hook(args) -> dict:
-    """Extra ``fit`` keywords for ``xmtc train --ray SPEC`` (xr-linear only)."""
+RAY_METHODS = ("xr-linear", "xr-transformer", "x-transformer")
+
+
+def train_hook(args, config) -> dict:
+    """Extra ``fit`` keywords for ``xmtc train --ray SPEC`` (``config``: the method's settings as given):
+    XR-Linear's tree, and the linear matcher and rankers of XR-/X-Transformer (on ``[tfidf, embedding]``, after fine-tuning), trained as Ray tasks."""
     from .ray_backend import import_ray, linear_fit, parse_spec
 
-    if args.method != "xr-linear":
-        raise ConfigError(f"--ray trains xr-linear models; method {args.method!r} is not supported")
+    if args.method not in RAY_METHODS:
+        raise ConfigError(f"--ray trains the linear models of {', '.join(RAY_METHODS)}; method {args.method!r} is"
+                          " not supported")
+    if getattr(config, "matcher", "linear") != "linear":
+        raise ConfigError("--ray trains the rankers of matcher 'linear'; matcher 'neural' trains its own")
+    negatives = config.negatives
+    if negatives != "tfn":  # said before any fine-tuning, not after it
+        raise ConfigError(f"--ray needs --negatives tfn: {negatives!r} (matcher-aware) couples every subtree"
+                          " through the beam, so the tree cannot be cut into independent tasks")
     parse_spec(args.ray)
     import_ray()
     return {"linear_fit": linear_fit(args.ray, args.output)}

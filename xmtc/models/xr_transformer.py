@@ -54,10 +54,9 @@ import scipy.sparse as sp
 from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
 from ..index.pifa import normalize_rows, pifa
-from ..linear.hierarchy import HierarchicalLinearModel
 from .base import as_label_matrix, register
 from .storage import ModelReader, ModelWriter
-from .xr_linear import XRLinear, XRLinearConfig, _check_texts, resolve_threads
+from .xr_linear import XRLinear, XRLinearConfig, _check_texts, _plain_linear_fit, resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -179,11 +178,13 @@ class _TransformerModel(XRLinear):
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
-            resume: bool = False) -> "_TransformerModel":
+            resume: bool = False, linear_fit=None) -> "_TransformerModel":
         """Fit on texts and their labels (see :class:`XRLinear.fit`); transformer methods need raw texts.
 
         ``checkpoint_dir`` keeps each fine-tuned level; with ``resume=True`` a run continues from the last
-        level found there (the data and parameters must be the same).
+        level found there (the data and parameters must be the same). ``linear_fit`` trains the linear
+        matcher and rankers on ``[tfidf, embedding]`` as in :meth:`XRLinear.fit` (e.g. as Ray tasks:
+        :func:`xmtc.distributed.ray_backend.linear_fit`); ``matcher="neural"``'s rankers have no such hook.
         """
         import torch
 
@@ -194,6 +195,9 @@ class _TransformerModel(XRLinear):
         cfg = self.config
         if sp.issparse(X):
             raise ConfigError(f"{type(self).__name__} fine-tunes a transformer on texts; got a feature matrix")
+        if linear_fit is not None and cfg.matcher != "linear":
+            raise ConfigError(f"{type(self).__name__}: a linear_fit hook (--ray) trains matcher 'linear''s rankers;"
+                              f" matcher {cfg.matcher!r} trains its own")
         texts = _check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
@@ -243,7 +247,7 @@ class _TransformerModel(XRLinear):
         X_cat = self._concat(X_tfidf, embeddings)
         self.n_features_ = int(X_cat.shape[1])
         if cfg.matcher == "linear":
-            self.models_ = [HierarchicalLinearModel().fit(
+            self.models_ = [(linear_fit or _plain_linear_fit)(
                 X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)]
