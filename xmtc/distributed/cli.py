@@ -10,7 +10,9 @@ RAY_METHODS = ("xr-linear", "xr-transformer", "x-transformer")
 
 def train_hook(args, config) -> dict:
     """Extra ``fit`` keywords for ``xmtc train --ray SPEC`` (``config``: the method's settings as given):
-    XR-Linear's tree, and the linear matcher and rankers of XR-/X-Transformer (on ``[tfidf, embedding]``, after fine-tuning), trained as Ray tasks."""
+    XR-Linear's tree, and the linear matcher and rankers of XR-/X-Transformer (on ``[tfidf, embedding]``,
+    after fine-tuning), trained as Ray tasks. What cannot be cut into subtrees is refused here, before
+    any data is featurized or any encoder fine-tuned."""
     from .ray_backend import import_ray, linear_fit, parse_spec
 
     if args.method not in RAY_METHODS:

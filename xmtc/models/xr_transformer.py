@@ -196,8 +196,8 @@ class _TransformerModel(XRLinear):
         if sp.issparse(X):
             raise ConfigError(f"{type(self).__name__} fine-tunes a transformer on texts; got a feature matrix")
         if linear_fit is not None and cfg.matcher != "linear":
-            raise ConfigError(f"{type(self).__name__}: a linear_fit hook (--ray) trains matcher 'linear''s rankers;"
-                              f" matcher {cfg.matcher!r} trains its own")
+            raise ConfigError(f"{type(self).__name__}: a linear_fit hook (--ray) trains the rankers of matcher"
+                              f" 'linear'; matcher {cfg.matcher!r} trains its own")
         texts = _check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
