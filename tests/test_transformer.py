@@ -507,3 +507,22 @@ def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(samp
     np.testing.assert_allclose(r1["losses"][1::2], r2[1]["losses"], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(r2[0]["head"], r2[1]["head"], rtol=0, atol=0)   # the all-reduced rows agree
     np.testing.assert_allclose(r1["head"], r2[0]["head"], rtol=1e-4, atol=1e-6)
+
+
+def test_same_seed_same_model_with_two_threads(sample, encoder_dir, tmp_path):
+    """Two fits with one seed in one process, 2 threads: identical folders (without deterministic CPU kernels
+    the encoder, heads and rankers differed from run to run: xmtc/neural/reproducible.py)."""
+    import hashlib
+
+    import torch
+
+    (texts, labels), _ = sample
+    params = {**FAST, "matcher": "linear", "epochs": 1, "n_threads": 2}
+    files = []
+    for name in ("a", "b"):
+        xmtc.XRTransformer(encoder=str(encoder_dir), **params).fit(texts[:400], labels[:400], progress=False).save(
+            tmp_path / name)
+        files.append({p.relative_to(tmp_path / name).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted((tmp_path / name).rglob("*")) if p.is_file()})
+    assert files[0] == files[1]
+    assert not torch.are_deterministic_algorithms_enabled()  # the setting is restored after training

@@ -55,6 +55,7 @@ from .distributed import DistContext
 from .finetune import _clip, _schedule
 from .heads import LazyAdam, RowSparseHead, merge_row_grads
 from .optim import adamw
+from .reproducible import deterministic_cpu_ops
 
 log = logging.getLogger(__name__)
 
@@ -407,7 +408,12 @@ class EndToEndTrainer:
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, progress: bool = True, on_checkpoint: Callable[[dict], None] | None = None) -> dict:
         """Train to the end (from wherever a restored state left off); returns the history and leaves the
-        selected weights (best validated epoch, SWA means if on) in the encoder and network."""
+        selected weights (best validated epoch, SWA means if on) in the encoder and network. Deterministic
+        kernels on the CPU (:mod:`xmtc.neural.reproducible`)."""
+        with deterministic_cpu_ops(self.device):
+            return self._run(progress, on_checkpoint)
+
+    def _run(self, progress: bool, on_checkpoint: Callable[[dict], None] | None) -> dict:
 
         from ..progress import progress_bar
 

@@ -36,6 +36,7 @@ from .bootstrap import BOOTSTRAPS, start_head
 from .distributed import DistContext, gather_rows, shard
 from .heads import LazyAdam, RowSparseHead, merge_row_grads
 from .optim import adamw
+from .reproducible import deterministic_cpu_ops
 from .losses import shortlist_loss
 from .matcher import head_beam_step
 from .shortlist import build_shortlist, children_csr
@@ -176,6 +177,11 @@ class LevelTrainer:
 
     # -- the loop ---------------------------------------------------------------------------------
     def run(self, progress: bool, on_checkpoint: Callable[[dict], None] | None = None) -> list[float]:
+        """Train the level to the end; deterministic kernels on the CPU (:mod:`xmtc.neural.reproducible`)."""
+        with deterministic_cpu_ops(self.device):
+            return self._run(progress, on_checkpoint)
+
+    def _run(self, progress: bool, on_checkpoint: Callable[[dict], None] | None) -> list[float]:
         import torch
 
         from ..progress import progress_bar
