@@ -43,15 +43,21 @@ def test_cluster_membership():
     assert M.toarray().tolist() == [[1, 1, 0], [0, 1, 0], [0, 0, 0]]
 
 
-def test_lightxml_heads_start_on_the_centroids():
-    """Six labels in three clusters, texts near their label's direction: the initialised network ranks
-    every text's own label first before any training step (a random start does not)."""
+def _six_labels_in_three_clusters():
+    """Labels 0..5 in clusters [0, 0, 1, 1, 2, 2]; 20 texts per label near its own random direction (24-d)."""
     rng = np.random.default_rng(0)
     col = np.array([0, 0, 1, 1, 2, 2])
     basis = rng.normal(size=(6, 24)).astype(np.float32) * 3
     label = np.repeat(np.arange(6), 20)
     rep = (basis[label] + rng.normal(scale=0.3, size=(label.size, 24)) + 1.0).astype(np.float32)
     Y = sp.csr_matrix((np.ones(label.size, dtype=np.float32), (np.arange(label.size), label)), shape=(label.size, 6))
+    return col, label, rep, Y
+
+
+def test_lightxml_heads_start_on_the_centroids():
+    """Six labels in three clusters, texts near their label's direction: the initialised network ranks
+    every text's own label first before any training step (a random start does not)."""
+    col, label, rep, Y = _six_labels_in_three_clusters()
 
     def top1(init: bool):
         net = LightXMLNetwork(col, 24, n_layers=1, hidden_dim=16, dropout=0.0, topk=1, seed=3)
@@ -111,7 +117,7 @@ def test_cascadexml_levels_start_on_the_centroids():
     net, top = net_top1(True)
     assert (top == label).all()
     assert (net_top1(False)[1] == label).mean() < 0.5
-    W1, b1, has1 = centroid_weights(rep1, Y)
+    W1, b1, _ = centroid_weights(rep1, Y)
     np.testing.assert_allclose(net.sparse_heads["level1"].weight.numpy(), W1, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(net.sparse_heads["level1"].bias.numpy(), b1, rtol=1e-5, atol=1e-6)
     W0, b0, _ = centroid_weights(rep0, cluster_membership(Y, parents[1], 3))
@@ -127,12 +133,7 @@ def test_elias_heads_start_on_the_centroids():
     step (a random start does not)."""
     from xmtc.neural.elias import ELIASNetwork, tree_adjacency
 
-    rng = np.random.default_rng(0)
-    col = np.array([0, 0, 1, 1, 2, 2])
-    basis = rng.normal(size=(6, 24)).astype(np.float32) * 3
-    label = np.repeat(np.arange(6), 20)
-    rep = (basis[label] + rng.normal(scale=0.3, size=(label.size, 24)) + 1.0).astype(np.float32)
-    Y = sp.csr_matrix((np.ones(label.size, dtype=np.float32), (np.arange(label.size), label)), shape=(label.size, 6))
+    col, label, rep, Y = _six_labels_in_three_clusters()
 
     def build(init: bool):
         net = ELIASNetwork(24, 6, tree_adjacency(col, 3), alpha=3.0, beam_size=1, shortlist_size=2, dropout=0.0,

@@ -275,7 +275,7 @@ class CascadeNetwork(Network):
         gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
         the centroid of ``phi_t`` over the texts with a label under ``n``, and the prior bias. Nodes
         without a training text keep their random rows."""
-        from .head_init import centroid_weights
+        from .head_init import centroid_weights, set_rows
 
         rep = np.asarray(rep, dtype=np.float32)
         if rep.shape[1] != self.n_levels * self.hidden:
@@ -285,10 +285,8 @@ class CascadeNetwork(Network):
         with torch.no_grad():
             for t in range(self.n_levels):
                 W, b, has = centroid_weights(rep[:, t * self.hidden:(t + 1) * self.hidden], targets[t], seed=seed)
-                keep = torch.from_numpy(has)
                 head = self.head0 if t == 0 else self.sparse_heads[f"level{t}"]
-                head.weight[keep] = torch.from_numpy(W[has]).to(head.weight)
-                head.bias[keep] = torch.from_numpy(b[has]).to(head.bias)
+                set_rows(head.weight, head.bias, W, b, has)
 
     # -- training ----------------------------------------------------------------------------------------
     def candidates(self, prev_ids: np.ndarray, prev_scores: np.ndarray, level: int,

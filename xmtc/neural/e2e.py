@@ -295,7 +295,7 @@ def representations(encoder, network, tokenized: Tokenized, *, batch_size: int =
     for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
                                   "represent"):
         if isinstance(rep, (list, tuple)):
-            rep = torch.cat([r.float() for r in rep], dim=1)
+            rep = torch.cat(list(rep), dim=1)
         rep = rep.float().cpu().numpy()
         if out is None:
             out = np.zeros((len(tokenized), rep.shape[1]), dtype=np.float32)

@@ -233,20 +233,17 @@ class ELIASNetwork(Network):
         of a real tree, so an average text starts near the clusters' prior distribution. Labels without a
         cluster (stage 2's unreachable ones) join no cluster's centroid; rows without a text keep their
         random start."""
-        from .head_init import centroid_weights, cluster_membership
+        from .head_init import centroid_weights, cluster_membership, set_rows
 
         col = self.cluster_of_label()
         Y = sp.csr_matrix(Y, dtype=np.float32)
         Yc = Y[:, np.flatnonzero(col >= 0)] if (col < 0).any() else Y
         with torch.no_grad():
             W, b, has = centroid_weights(rep, cluster_membership(Yc, col[col >= 0], self.n_clusters), seed=seed)
-            keep = torch.from_numpy(has)
-            self.cluster_head.weight[keep] = torch.from_numpy(W[has]).to(self.cluster_head.weight)
-            self.cluster_head.bias[keep] = torch.from_numpy(b[has]).to(self.cluster_head.bias)
+            set_rows(self.cluster_head.weight, self.cluster_head.bias, W, b, has)
             W, b, has = centroid_weights(rep, Y, seed=seed)
-            head, keep = self.sparse_heads["labels"], torch.from_numpy(has)
-            head.weight[keep] = torch.from_numpy(W[has]).to(head.weight)
-            head.bias[keep] = torch.from_numpy(b[has]).to(head.bias)
+            head = self.sparse_heads["labels"]
+            set_rows(head.weight, head.bias, W, b, has)
 
     # -- parts -------------------------------------------------------------------------------------
     def text_representation(self, hidden_states, attention_mask):

@@ -66,6 +66,17 @@ def centroid_weights(rep: np.ndarray, member: sp.csr_matrix, *, kappa: float = K
     return W, b, has
 
 
+def set_rows(weight, bias, W: np.ndarray, b: np.ndarray | None, has: np.ndarray) -> None:
+    """Copy the rows ``has`` of ``W`` (and of ``b``, where the head has a bias) into a head's ``weight`` /
+    ``bias`` tensors in place (call under ``torch.no_grad()``); the other rows keep their start."""
+    import torch
+
+    keep = torch.from_numpy(has)
+    weight[keep] = torch.from_numpy(W[has]).to(weight)
+    if bias is not None:
+        bias[keep] = torch.from_numpy(b[has]).to(bias)
+
+
 def _projection_spread(centred: np.ndarray, directions: np.ndarray, seed: int) -> float:
     """Standard deviation of ``centred_i . direction_g`` over random (text, group) pairs."""
     if directions.shape[0] == 0 or centred.shape[0] == 0:

@@ -219,20 +219,18 @@ class LightXMLNetwork(Network):
         centres ``z`` on the training texts; label embeddings on the standardised centroids of their
         texts' ``z`` (labels keep no bias, as in the paper). Labels and clusters without a text keep
         their random rows."""
-        from .head_init import centroid_weights, cluster_membership
+        from .head_init import centroid_weights, cluster_membership, set_rows
 
         with torch.no_grad():
             W, b, has = centroid_weights(rep, cluster_membership(Y, self.cluster_of_label, self.n_clusters), seed=seed)
-            keep = torch.from_numpy(has)
-            self.generator.weight[keep] = torch.from_numpy(W[has]).to(self.generator.weight)
-            self.generator.bias[keep] = torch.from_numpy(b[has]).to(self.generator.bias)
+            set_rows(self.generator.weight, self.generator.bias, W, b, has)
             Wh = self.bottleneck.weight.detach().cpu().numpy()
             z = rep @ Wh.T + self.bottleneck.bias.detach().cpu().numpy()
             shift = z.mean(axis=0)
             self.bottleneck.bias -= torch.from_numpy(shift).to(self.bottleneck.bias)
             U, _, has = centroid_weights(z - shift, Y, seed=seed)
             head = self.sparse_heads["labels"]
-            head.weight[torch.from_numpy(has)] = torch.from_numpy(U[has]).to(head.weight)
+            set_rows(head.weight, None, U, None, has)  # label embeddings carry no bias (the paper)
 
     # -- persistence -----------------------------------------------------------------------------------
     def meta(self) -> dict:
