@@ -452,8 +452,10 @@ def test_cli_train_predict_encode(sample, encoder_dir, tmp_path, capsys):
 
 
 DDP_SCRIPT = r"""
-import json, os, sys
+import atexit, json, os, sys
 import numpy as np, scipy.sparse as sp, torch
+# registered first, so it runs last: the library must have left the process group by then
+atexit.register(lambda: sys.stdout.write(f"[left:{not torch.distributed.is_initialized()}]") or sys.stdout.flush())
 sys.path.insert(0, sys.argv[1])
 from xmtc.features.encoder import Tokenized, load_encoder
 from xmtc.neural.distributed import init_distributed
@@ -500,6 +502,8 @@ def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(samp
                           "29533", *args, "1", str(tmp_path / "two")], env=env, capture_output=True, text=True,
                          timeout=300)
     assert two.returncode == 0, two.stderr[-3000:]
+    # both ranks tore the gloo group down before exit (left to teardown, a rank can abort after success)
+    assert two.stdout.count("[left:True]") == 2, two.stdout[-2000:]
     r1 = json.loads((tmp_path / "one.0").read_text())
     r2 = [json.loads((tmp_path / f"two.{r}").read_text()) for r in (0, 1)]
     # one process, accumulation 2: batches 0,1 | 2,3 | ...; two processes: rank r takes batches r, r+2, ...

@@ -9,6 +9,7 @@ anything. The backend is NCCL on CUDA, gloo on the CPU (what the tests use).
 
 from __future__ import annotations
 
+import atexit
 import os
 from dataclasses import dataclass
 
@@ -45,7 +46,21 @@ def init_distributed() -> DistContext:
         if backend == "nccl":
             torch.cuda.set_device(local)
         dist.init_process_group(backend=backend)
+        atexit.register(_leave_process_group)
     return DistContext(rank=rank, world_size=world, local_rank=local)
+
+
+def _leave_process_group() -> None:
+    """Tear the group down before the interpreter exits.
+
+    Left to process teardown, gloo's worker threads can be destroyed while still joinable, which aborts
+    the process ("terminate called without an active exception", SIGABRT) after a run that succeeded;
+    seen once in CI on the two-process test. Destroying the group first joins them.
+    """
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def device_for(ctx: DistContext, device: str):
