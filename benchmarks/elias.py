@@ -75,22 +75,22 @@ def main() -> int:
     train_s = time.perf_counter() - t0
     load_train = os.getloadavg()
     runs = {}
-    rankers = getattr(model, "rankers_", None)
+    rankers = getattr(model, "reranker_", None)
+    ranker_s = getattr(rankers, "seconds", 0.0)
     for name in (["elias++", "elias"] if rankers is not None else ["elias"]):
-        model.rankers_ = rankers if name == "elias++" else None   # ELIAS alone: the same network, no re-ranker
+        model.reranker_ = rankers if name == "elias++" else None   # ELIAS alone: the same network, no re-ranker
         t0 = time.perf_counter()
         topk = model.predict_topk(test_texts, 100)
         predict_s = time.perf_counter() - t0
         metrics = evaluate_predictor(model, test_texts, test_labels, (1, 3, 5, 100), False, topk=topk)
         runs[name] = {"metrics": {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float))},
                       "predict_ms_per_doc": round(1000 * predict_s / max(1, len(test_texts)), 2),
-                      "train_s": round(train_s - (getattr(model, "ranker_seconds_", 0.0) if name == "elias" else 0.0),
-                                       1)}
-    model.rankers_ = rankers
+                      "train_s": round(train_s - (ranker_s if name == "elias" else 0.0), 1)}
+    model.reranker_ = rankers
     result = {
         "method": "elias++" if args.ranker else "elias", "params": model.get_params(), "n_train": len(texts),
         "n_test": len(test_texts), "train_s": round(train_s, 1), "runs": runs,
-        "ranker_s": round(getattr(model, "ranker_seconds_", 0.0), 1),
+        "ranker_s": round(ranker_s, 1),
         "history": model.history_, "reachable_labels": getattr(model, "reachable_labels_", None),
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "load_before": load_before, "load_after_train": load_train, "load_after": os.getloadavg(),

@@ -2,6 +2,7 @@
 """Wall time of `xmtc train` with and without `--ray local:N`, and whether the model folders are identical.
 
     python benchmarks/ray_fit.py --dataset yso-finna-en --workers 1,2
+    python benchmarks/ray_fit.py --dataset yso-finna-en --train-args "--negatives tfn+man"   # level by level
 
 Runs the CLI as a user would (one process per run, TF-IDF included), in turn: the plain run, then
 ``--ray local:N`` for each N. Reports wall seconds, the ratio to the plain run, peak RSS of the
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
     ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--workers", default="1,2", help="comma-separated local worker counts")
     ap.add_argument("--threads", type=int, default=2, help="--n-threads of every run (the driver's levels)")
+    ap.add_argument("--train-args", default="", help="more `xmtc train` arguments for every run (e.g."
+                    " '--negatives tfn+man', which Ray trains level by level)")
     ap.add_argument("--out", default=str(HERE / "out" / "ray_fit"))
     args = ap.parse_args(argv)
     out = Path(args.out)
@@ -49,7 +52,7 @@ def main(argv=None) -> int:
     for name, extra in runs:
         folder = out / name.replace(" ", "_").replace(":", "")
         cmd = [sys.executable, "-m", "xmtc.cli", "train", str(train), "-o", str(folder), "-q",
-               "--n-threads", str(args.threads), *extra]
+               "--n-threads", str(args.threads), *args.train_args.split(), *extra]
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=str(REPO))
@@ -62,7 +65,8 @@ def main(argv=None) -> int:
         print(json.dumps(row), flush=True)
     plain = out / "plain"
     print(f"\n## {args.dataset}: xmtc train wall time, plain vs --ray local:N  ({dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z})")
-    print(f"machine: nproc {os.cpu_count()}, --n-threads {args.threads}; TF-IDF, indexing and saving included\n")
+    print(f"machine: nproc {os.cpu_count()}, --n-threads {args.threads} {args.train_args}; TF-IDF, indexing and"
+          " saving included\n")
     print("| run | wall s | vs plain | model folder identical to plain | load avg before / after |")
     print("|---|---|---|---|---|")
     for r in rows:

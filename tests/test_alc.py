@@ -294,10 +294,11 @@ def _fit(yso_tiny, method="lightxml", **kw):
     texts, labels, enc = yso_tiny
     common = dict(encoder=str(enc), max_length=16, epochs=1, batch_size=16, valid_size=0, n_threads=1, seed=3)
     if method == "cascadexml":
-        m = CascadeXML(branching=4, max_leaf_size=8, topk="4", **common, **kw)
+        m = CascadeXML(branching=4, max_leaf_size=8, topk="4", head_init="random", ranker=False, **common, **kw)
     else:
         # random start: on the tiny random BERT the centroid start saturates (see xmtc/neural/head_init.py)
-        m = LightXML(hidden_dim=8, n_layers=2, topk=4, cluster_size=8, head_init="random", **common, **kw)
+        m = LightXML(hidden_dim=8, n_layers=2, topk=4, cluster_size=8, head_init="random", ranker=False, **common,
+                     **kw)
     return m.fit(texts, labels, progress=False)
 
 

@@ -27,7 +27,7 @@ from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 # at high learning rates (the estimator also reads mean-pooled states by default; cls is the paper's option).
 FAST = dict(max_length=16, epochs=8, batch_size=32, learning_rate=5e-3, head_learning_rate=2e-2, n_threads=1,
             branching=3, max_leaf_size=3, topk="2,3", valid_size=0, seed=0, pooling="mean", level_dropout="0",
-            projection_dropout=0.0)
+            projection_dropout=0.0, head_init="random", ranker=False, dense_learning_rate=0.0)
 
 
 def _network(parents, hidden=2, topk=(1, 2), score="parent", dropouts=None):
@@ -191,7 +191,8 @@ def test_cli_trains_cascadexml(sample, encoder_dir, tmp_path, capsys):
     test = tmp_path / "test.tsv"
     test.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test_texts[:20], test_labels[:20])))
     args = ["--encoder", str(encoder_dir), "--max-length", "16", "--epochs", "1", "--branching", "3",
-            "--max-leaf-size", "3", "--topk", "2,3", "--score", "path", "--n-threads", "1", "--valid-size", "0", "-q"]
+            "--max-leaf-size", "3", "--topk", "2,3", "--score", "path", "--n-threads", "1", "--valid-size", "0",
+            "--head-init", "random", "--ranker", "false", "-q"]
     assert main(["train", str(train), "-o", str(tmp_path / "m"), "--method", "cascadexml", *args]) == 0
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
     assert manifest["method"] == "cascadexml" and manifest["params"]["score"] == "path"
@@ -247,3 +248,27 @@ def test_centroid_start_is_what_fit_trains_from(sample, encoder_dir):
         head = net.head0 if t == 0 else net.sparse_heads[f"level{t}"]
         np.testing.assert_allclose(head.weight.detach().numpy(), W, rtol=1e-3, atol=1e-3 * np.abs(W).max())
         np.testing.assert_allclose(head.bias.detach().numpy(), b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
+
+
+def test_the_re_ranker_reorders_the_networks_top_k_and_round_trips(sample, encoder_dir, tmp_path):
+    # ranker=true (the shell's re-ranker, ELIAS++'s second stage): labels come from the network's top
+    # ranker_topk only, re-scored as l3-hinge(ranker) x network score, and the stage is saved with the model
+    (texts, labels), (test_texts, _) = sample
+    model = xmtc.CascadeXML(encoder=str(encoder_dir), **{**FAST, "epochs": 2, "ranker": True, "ranker_topk": 6}
+                            ).fit(texts, labels, progress=False)
+    reranker = model.reranker_
+    assert reranker.embedding_dim == 3 * model.network_.hidden  # the three levels' representations side by side
+    model.reranker_ = None
+    net_top = model.predict_topk(test_texts, 6)
+    model.reranker_ = reranker
+    idx, sc = model.predict_topk(test_texts, 3)
+    for a, b in zip(net_top[0], idx):
+        assert set(b[b >= 0].tolist()) <= set(a[a >= 0].tolist())
+    assert (idx != net_top[0][:, :3]).any()
+    # every re-ranked score is the network's score times exp(-max(0, 1 - r)^3) <= 1
+    pos = {(i, l): s for i, (row, srow) in enumerate(zip(*net_top)) for l, s in zip(row, srow)}
+    assert all(sc[i, j] <= pos[(i, idx[i, j])] + 1e-7 for i in range(len(idx)) for j in range(3) if idx[i, j] >= 0)
+    model.save(tmp_path / "m")
+    loaded = xmtc.load(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.predict_topk(test_texts, 3)[0], idx)
+    assert xmtc.CascadeXML().get_params()["ranker"] is True  # the default; ranker=false is the paper's method

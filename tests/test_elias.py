@@ -303,17 +303,17 @@ def test_elias_plus_plus_reranks_the_top_100_and_round_trips(sample, encoder_dir
     (texts, labels), (test_texts, _) = sample
     model = xmtc.ELIAS(encoder=str(encoder_dir), **{**FAST, "ranker": True, "ranker_topk": 6}).fit(texts, labels,
                                                                                         progress=False)
-    plain = model.rankers_
-    model.rankers_ = None
+    plain = model.reranker_
+    model.reranker_ = None
     elias_top = model.predict(test_texts, k=6)
-    model.rankers_ = plain
+    model.reranker_ = plain
     reranked = model.predict(test_texts, k=3)
     for a, b in zip(elias_top, reranked):
         assert {l for l, _ in b} <= {l for l, _ in a}                         # re-ranked, never new labels
     assert any([l for l, _ in a[:3]] != [l for l, _ in b] for a, b in zip(elias_top, reranked))
     model.save(tmp_path / "pp")
     loaded = xmtc.load(tmp_path / "pp")
-    assert loaded.rankers_ is not None and loaded.predict(test_texts, k=3) == reranked
+    assert loaded.reranker_ is not None and loaded.predict(test_texts, k=3) == reranked
 
 
 def test_cli_train_method_elias(sample, encoder_dir, tmp_path, capsys):

@@ -29,7 +29,7 @@ from conftest import make_tiny_bert  # noqa: E402
 # head_init random: the tiny random BERT's [CLS] barely varies between texts, so standardised centroids
 # (the default) are degenerate on it; test_centroid_start_is_what_fit_trains_from covers that path.
 FAST = dict(n_threads=2, max_length=32, learning_rate=1e-3, head_learning_rate=5e-3, cluster_size=8, topk=4,
-            dropout=0.1, epochs=3, valid_size=0, head_init="random")
+            dropout=0.1, epochs=3, valid_size=0, head_init="random", ranker=False, dense_learning_rate=0.0)
 
 
 @pytest.fixture(scope="module")
@@ -111,6 +111,27 @@ def test_a_step_touches_only_the_candidate_rows_of_the_label_embedding(data, enc
     changed = torch.nonzero((net.sparse_heads["labels"].weight != before).any(1)).flatten()
     assert len(seen) == 1 and set(changed.tolist()) <= set(seen[0].tolist())
     assert changed.numel() > 0 and seen[0].numel() < Y.shape[1]
+
+
+@pytest.mark.parametrize("dense_lr, ratio", [(0.0, 1.0), (1e-3, 0.1)])
+def test_dense_layers_step_at_their_own_rate(data, encoder_dir, dense_lr, ratio):
+    # Adam's first step moves an entry by lr * g / (|g| + eps), i.e. by ~lr wherever |g| >> eps: the largest
+    # move of the dense generator over the largest move of the label rows is dense rate / head rate
+    from xmtc.features.encoder import Tokenized, load_encoder
+
+    (tr, ytr), _ = data
+    tok, enc = load_encoder(str(encoder_dir))
+    Y, _ = as_label_matrix(ytr[:64], None, 64)
+    net = LightXMLNetwork(np.arange(Y.shape[1]) % 20, enc.config.hidden_size, n_layers=2, hidden_dim=8, topk=2,
+                          dropout=0.0, seed=0)
+    gen0, lab0 = net.generator.weight.detach().clone(), net.sparse_heads["labels"].weight.clone()
+    s = TrainSettings(epochs=1, batch_size=4, learning_rate=1e-12, head_learning_rate=1e-2,
+                      dense_learning_rate=dense_lr, warmup_ratio=0.0, max_grad_norm=0.0)
+    EndToEndTrainer(enc, net, Tokenized(tok, tr[:4], 16), Y[:4], s, "cpu").run(progress=False)
+    moved_gen = float((net.generator.weight.detach() - gen0).abs().max())
+    moved_lab = float((net.sparse_heads["labels"].weight - lab0).abs().max())
+    assert moved_lab == pytest.approx(1e-2, rel=1e-3)
+    assert moved_gen / moved_lab == pytest.approx(ratio, rel=1e-3)
 
 
 # -- training on real text -------------------------------------------------------------------------------

@@ -136,10 +136,42 @@ def test_a_failing_subtree_task_is_named(tmp_path, ray_cluster):
             run(X, Y, chain, [broken], {"C_pos": 1.0})
 
 
+def test_matcher_aware_negatives_train_level_by_level_on_ray_and_give_the_same_model_folder(sample, tmp_path,
+                                                                                            ray_cluster, capsys):
+    args = ["train", str(sample / "train.txt"), "--max-leaf-size", "30", "--negatives", "tfn+man", "-q",
+            "--n-threads", "2"]
+    assert cli.main([*args, "-o", str(tmp_path / "plain")]) == 0
+    capsys.readouterr()
+    assert cli.main([*args, "-o", str(tmp_path / "ray"), "--ray", "local:2", "--log-level", "INFO"]) == 0
+    log_text = capsys.readouterr().err
+    tasks = [int(x) for x in re.findall(r"level \d+/\d+: \d+ nodes in (\d+) tasks", log_text)]
+    assert len(tasks) >= 3 and tasks[0] == 1 and max(tasks) == 8, log_text[-2000:]  # 4 groups per worker below
+    plain, ray = _files(tmp_path / "plain"), _files(tmp_path / "ray")
+    assert sorted(plain) == sorted(ray)
+    for name in plain:
+        assert plain[name] == ray[name], name
+    assert not list(tmp_path.glob(".ray.shards-*"))
+
+
+def test_a_failing_level_group_task_is_named(tmp_path, ray_cluster):
+    import scipy.sparse as sp
+
+    from xmtc.distributed.ray_backend import RaySession, ray_level_runner
+
+    X = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    Y = sp.csr_matrix(np.eye(4, dtype=np.float32))
+    active = sp.csr_matrix(np.ones((4, 2), dtype=np.float32))
+    with RaySession("local:2") as session:
+        run = ray_level_runner(session, tmp_path)
+        with pytest.raises(XmtcError, match=r"Ray task for group 0 of level 1 \(parents 0..1, 2 of them\) failed:"
+                                            r" ConfigError: unknown solver settings"):
+            run(X, Y, np.array([0, 0, 1, 1]), active, [np.array([0, 1])], {"no_such": 1}, 1)
+
+
 def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, ray_cluster, capsys):
-    """XR-Transformer's linear matcher and rankers on [tfidf, embedding] trained as Ray subtree tasks equal, array
-    for array, the plain fit of the same features (fine-tuning itself is not repeated: two fine-tunings of one
-    seed are not bit-identical across fits in one process); and `xmtc train --ray` takes that path."""
+    """XR-Transformer's linear matcher and rankers on [tfidf, embedding], with its default matcher-aware negatives
+    (tfn+man), trained as Ray tasks level by level equal, array for array, the plain fit of the same features
+    (fine-tuning itself is not repeated); and `xmtc train --ray` takes that path."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
     import xmtc
@@ -153,8 +185,8 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
     labels = [ln.split("\t", 1)[0].split(",") for ln in lines]
     texts = [ln.rstrip("\n").split("\t", 1)[1] for ln in lines]
     enc = make_tiny_bert(tmp_path / "bert", texts)
-    params = dict(encoder=str(enc), matcher="linear", negatives="tfn", max_leaf_size=30, branching=4, max_length=16,
-                  epochs=1, n_threads=2)
+    params = dict(encoder=str(enc), matcher="linear", max_leaf_size=30, branching=4, max_length=16, epochs=1,
+                  n_threads=2)
     seen = {}
     ray_fit = ray_linear_fit("local:2", str(tmp_path / "m"))
 
@@ -164,6 +196,7 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
 
     model = xmtc.XRTransformer(**params).fit(texts, labels, progress=False, linear_fit=spy)
     assert seen["X"].shape[1] == model.n_features_  # the [tfidf, embedding] features
+    assert seen["kw"]["negatives"] == "tfn+man"
     plain = _plain_linear_fit(seen["X"], seen["Y"], seen["tree"], **seen["kw"]).to_arrays(layout="beam")
     got = model.models_[0].to_arrays(layout="beam")
     assert sorted(plain) == sorted(got)
@@ -173,16 +206,15 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
     small = tmp_path / "train.txt"
     small.write_text("".join(lines))
     argv = ["train", str(small), "-o", str(tmp_path / "cli"), "--method", "xr-transformer", "--matcher", "linear",
-            "--negatives", "tfn", "--encoder", str(enc), "--max-leaf-size", "30", "--branching", "4",
+            "--encoder", str(enc), "--max-leaf-size", "30", "--branching", "4",
             "--max-length", "16", "--epochs", "1", "--n-threads", "2", "-q", "--ray", "local:2", "--log-level", "INFO"]
     capsys.readouterr()
     assert cli.main(argv) == 0
-    assert re.search(r"ray: \d+ subtree tasks submitted", capsys.readouterr().err)
+    assert re.search(r"level 2/\d+: \d+ nodes in \d+ tasks", capsys.readouterr().err)
     assert len(xmtc.load(tmp_path / "cli").predict(texts[:2], k=3)[0]) == 3
 
 
 @pytest.mark.parametrize("extra,msg", [(["--matcher", "neural", "--negatives", "tfn"], "matcher 'neural' trains its own"),
-                                       ([], "--ray needs --negatives tfn: 'tfn+man'"),
                                        (["--method", "lightxml"], "method 'lightxml' is not supported")])
 def test_ray_refuses_what_it_cannot_cut_before_training(sample, tmp_path, capsys, extra, msg):
     argv = ["train", str(sample / "train.txt"), "-o", str(tmp_path / "m"), "--method", "xr-transformer", "--ray",

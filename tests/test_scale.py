@@ -14,6 +14,7 @@ from xmtc.errors import ConfigError, ModelFormatError
 from xmtc.index.kmeans import build_label_tree
 from xmtc.index.pifa import normalize_rows, pifa
 from xmtc.linear.hierarchy import HierarchicalLinearModel
+from xmtc.linear.levelwise import fit_by_levels, group_children, parent_groups
 from xmtc.linear.subtrees import choose_depth, cut, fit_by_subtrees
 from xmtc.models.storage import _mmap_arrays, _read_arrays, _write_arrays
 
@@ -209,6 +210,36 @@ def test_subtrees_refuse_matcher_aware_negatives(data):
     X, Y, tree = data
     with pytest.raises(ConfigError, match="negatives='tfn'"):
         fit_by_subtrees(X, Y, tree, negatives="tfn+man")
+
+
+@pytest.mark.parametrize("negatives", ["tfn+man", "man", "tfn"])
+def test_levels_cut_into_parent_groups_give_the_whole_tree_fit_exactly(data, negatives):
+    X, Y, tree = data
+    whole = HierarchicalLinearModel().fit(X, Y, tree, negatives=negatives, beam_size=3, n_threads=2)
+    seen = []
+
+    def runner(X_, targets, parent_of, active, groups, kw, level):
+        seen.append(len(groups))
+        from xmtc.linear.levelwise import run_groups_in_process
+
+        return run_groups_in_process(X_, targets, parent_of, active, groups, kw, level)
+
+    parts = fit_by_levels(X, Y, tree, negatives=negatives, beam_size=3, workers=3, run_tasks=runner, n_threads=1)
+    assert seen[0] == 1 and max(seen) == 12        # the root level is one task; below, 4 groups per worker
+    whole, parts = whole.to_arrays(layout="beam"), parts.to_arrays(layout="beam")
+    assert sorted(parts) == sorted(whole)
+    for key in whole:
+        assert whole[key].dtype == parts[key].dtype and np.array_equal(whole[key], parts[key]), key
+
+
+def test_parent_groups_cover_every_parent_once_costliest_first():
+    parent_of = np.array([0, 0, 0, 1, 2, 2, 4, 4])           # parent 3 has no child
+    active = sp.csr_matrix(np.array([[1, 1, 0, 1, 1], [1, 0, 1, 0, 1], [1, 0, 0, 0, 0]], dtype=np.float32))
+    # cost = (active rows + 1) x children: p0 4*3 = 12, p1 2*1 = 2, p2 2*2 = 4, p4 3*2 = 6
+    groups = parent_groups(parent_of, active, 2)
+    assert [g.tolist() for g in groups] == [[0], [1, 2, 4]]  # LPT: 12 | 6 + 4 + 2
+    assert group_children(parent_of, groups[1]).tolist() == [3, 4, 5, 6, 7]
+    assert [g.tolist() for g in parent_groups(parent_of, active, 10)] == [[0], [4], [2], [1]]
 
 
 def test_choose_depth_wants_four_subtrees_per_worker(data):

@@ -79,8 +79,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
                                                          " from the last finished level in the checkpoint.")
     p.add_argument("--ray", metavar="auto|local:N", help="xr-linear, and the linear matcher and rankers of"
-                   " xr-transformer / x-transformer: train the label tree's subtrees as Ray tasks on the cluster"
-                   " at RAY_ADDRESS (auto) or a local Ray with N workers; same model as without.")
+                   " xr-transformer / x-transformer: train the label tree as Ray tasks (subtrees with tfn negatives,"
+                   " each level's parent groups with matcher-aware ones) on the cluster at RAY_ADDRESS (auto) or a"
+                   " local Ray with N workers; same model as without.")
     _common(p)
     try:
         add_config_arguments(p, estimator_class(method).config_class, title=f"{method} parameters")

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from ..errors import ConfigError
 
-
 RAY_METHODS = ("xr-linear", "xr-transformer", "x-transformer")
 
 
 def train_hook(args, config) -> dict:
     """Extra ``fit`` keywords for ``xmtc train --ray SPEC`` (``config``: the method's settings as given):
     XR-Linear's tree, and the linear matcher and rankers of XR-/X-Transformer (on ``[tfidf, embedding]``,
-    after fine-tuning), trained as Ray tasks. What cannot be cut into subtrees is refused here, before
-    any data is featurized or any encoder fine-tuned."""
+    after fine-tuning), trained as Ray tasks (subtrees with tfn negatives, parent groups level by level with
+    matcher-aware ones). What Ray cannot train is refused here, before any data is featurized or any
+    encoder fine-tuned."""
     from .ray_backend import import_ray, linear_fit, parse_spec
 
     if args.method not in RAY_METHODS:
@@ -20,10 +20,6 @@ def train_hook(args, config) -> dict:
                           " not supported")
     if getattr(config, "matcher", "linear") != "linear":
         raise ConfigError("--ray trains the rankers of matcher 'linear'; matcher 'neural' trains its own")
-    negatives = config.negatives
-    if negatives != "tfn":  # said before any fine-tuning, not after it
-        raise ConfigError(f"--ray needs --negatives tfn: {negatives!r} (matcher-aware) couples every subtree"
-                          " through the beam, so the tree cannot be cut into independent tasks")
     parse_spec(args.ray)
     import_ray()
     return {"linear_fit": linear_fit(args.ray, args.output)}

@@ -2,9 +2,9 @@
 
 Why Ray and not a scheduler of our own: users who outgrow one machine already run Ray clusters;
 Ray's object store shares X and Y with every worker once (numpy arrays are read zero-copy from
-shared memory), and Ray retries a task whose worker died. What xmtc adds is only the decomposition:
-:mod:`xmtc.linear.subtrees` cuts the label tree into subtrees whose weights do not depend on each
-other, so
+shared memory), and Ray retries a task whose worker died. What xmtc adds is only the decomposition.
+With teacher-forced negatives (``tfn``) :mod:`xmtc.linear.subtrees` cuts the label tree into subtrees
+whose weights do not depend on each other, so
 
 * the driver builds the whole tree (TF-IDF, PIFA, k-means: cheap next to the solver) and trains the
   levels above the cut;
@@ -14,7 +14,12 @@ other, so
   file name;
 * the driver reads the shards, joins them into the usual model and saves it as any model is saved.
 
-The result is the model the plain fit gives, byte for byte once saved, whatever the number of
+With matcher-aware negatives (``man``, ``tfn+man``: XR-Transformer's rankers) no subtree is independent
+(the beam couples them), so :mod:`xmtc.linear.levelwise` trains level after level: the driver builds
+each level's mask from the beam, the level's parents are cut into groups, each group is a task, and
+the driver joins them and runs the beam step for the next level.
+
+Either way the result is the model the plain fit gives, byte for byte once saved, whatever the number of
 workers (see :mod:`xmtc.linear.subtrees` for why). A task that raises is not retried (the same
 input would fail again) and its error is reported with the subtree it was training; a worker that
 dies (killed, out of memory) is retried by Ray up to ``MAX_RETRIES`` times.
@@ -80,7 +85,7 @@ class RaySession:
         self.ray = import_ray()
         self._started = False
 
-    def __enter__(self) -> "RaySession":
+    def __enter__(self) -> RaySession:
         ray = self.ray
         if not ray.is_initialized():
             kw = dict(include_dashboard=False, logging_level=logging.WARNING, log_to_driver=False)
@@ -149,6 +154,35 @@ def _train_task(x_parts, y_parts, parents, shapes, root, depth, nodes, solver_kw
     return shard
 
 
+def _group_task(x_parts, y_parts, a_parts, parent_of, parents, solver_kw, shard):
+    """One level's parent group (runs in a Ray worker): train its children, write the shard, return its path."""
+    from ..linear.levelwise import train_group
+
+    W = train_group(_csr(x_parts), _csr(y_parts), parent_of, _csr(a_parts), parents, **solver_kw)
+    _write_shard(Path(shard), [W])
+    return shard
+
+
+def _gather(ray, futures: list, names: list[str], n_levels: list[int]) -> list[list[sp.csc_matrix]]:
+    """Every task's shard, read in submission order; the first failed task stops the rest and is named."""
+    index = {f: i for i, f in enumerate(futures)}
+    out = [None] * len(futures)
+    pending = list(futures)
+    try:
+        while pending:
+            done, pending = ray.wait(pending, num_returns=1)
+            i = index[done[0]]
+            try:
+                path = ray.get(done[0])
+            except ray.exceptions.RayError as exc:
+                raise XmtcError(f"Ray task for {names[i]} failed: {_short(exc)}") from None
+            out[i] = _read_shard(Path(path), n_levels[i])
+    finally:
+        for f in pending:
+            ray.cancel(f, force=True)
+    return out
+
+
 def ray_runner(session: RaySession, shard_dir: Path):
     """A ``run_tasks`` for :func:`xmtc.linear.subtrees.fit_by_subtrees` that runs each subtree as a Ray task."""
     ray = session.ray
@@ -168,22 +202,32 @@ def ray_runner(session: RaySession, shard_dir: Path):
                 x_ref, y_ref, p_ref, shapes, s.root, s.depth, s.nodes, kw, shard))
         log.info("ray: %d subtree tasks submitted on %d CPUs (put X, Y in %.1fs)", len(futures), session.workers,
                  time.perf_counter() - t0)
-        index = {f: i for i, f in enumerate(futures)}
-        out = [None] * len(futures)
-        pending = list(futures)
-        try:
-            while pending:
-                done, pending = ray.wait(pending, num_returns=1)
-                i = index[done[0]]
-                try:
-                    path = ray.get(done[0])
-                except ray.exceptions.RayError as exc:
-                    raise XmtcError(f"Ray task for {subtrees[i].name()} failed: {_short(exc)}") from None
-                out[i] = _read_shard(Path(path), len(subtrees[i].nodes))
-        finally:
-            for f in pending:
-                ray.cancel(f, force=True)
-        return out
+        return _gather(ray, futures, [s.name() for s in subtrees], [len(s.nodes) for s in subtrees])
+
+    return run
+
+
+def ray_level_runner(session: RaySession, shard_dir: Path):
+    """A ``run_tasks`` for :func:`xmtc.linear.levelwise.fit_by_levels`: each parent group of a level is a
+    Ray task; X goes to the object store once, each level's targets and mask once per level."""
+    ray = session.ray
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_group_task)
+    shared: dict = {}
+
+    def run(X, targets, parent_of, active, groups, solver_kw, level):
+        if shared.get("X") is not X:
+            shared.clear()
+            shared.update(X=X, ref=ray.put(_csr_parts(X)))
+        y_ref = ray.put(_csr_parts(sp.csr_matrix(targets)))
+        a_ref = ray.put(_csr_parts(sp.csr_matrix(active)))
+        p_ref = ray.put(np.asarray(parent_of, dtype=np.int64))
+        kw = dict(solver_kw, n_threads=1)
+        names = [f"group {i} of level {level} (parents {g[0]}..{g[-1]}, {g.size} of them)"
+                 for i, g in enumerate(groups)]
+        futures = [task.options(name=f"xmtc {name}").remote(
+            shared["ref"], y_ref, a_ref, p_ref, g, kw, str(shard_dir / f"level-{level}-group-{i}.safetensors"))
+            for i, (name, g) in enumerate(zip(names, groups))]
+        return [parts[0] for parts in _gather(ray, futures, names, [1] * len(groups))]
 
     return run
 
@@ -198,24 +242,31 @@ def _short(exc: BaseException) -> str:
 
 
 def linear_fit(spec: str, output: str | os.PathLike):
-    """The ``linear_fit`` hook of :meth:`xmtc.models.xr_linear.XRLinear.fit` for ``--ray SPEC``."""
+    """The ``linear_fit`` hook of :meth:`xmtc.models.xr_linear.XRLinear.fit` for ``--ray SPEC``: with
+    ``negatives="tfn"`` the tree is cut into subtree tasks (:mod:`xmtc.linear.subtrees`); with matcher-aware
+    negatives each level is cut into parent-group tasks, level after level (:mod:`xmtc.linear.levelwise`)."""
     def fit(X, Y, tree, *, negatives, beam_size, progress, **solver_kw):
-        from ..linear.hierarchy import chain_of
+        from ..linear.hierarchy import HierarchicalLinearModel, chain_of
+        from ..linear.levelwise import fit_by_levels
         from ..linear.subtrees import fit_by_subtrees
 
         if len(chain_of(tree)) == 1:  # a flat tree (labels <= max_leaf_size): one level, nothing to cut
             log.info("ray: the label tree is flat; training it here")
-            return fit_by_subtrees(X, Y, tree, negatives=negatives, beam_size=beam_size, progress=progress,
-                                   **solver_kw)
+            return HierarchicalLinearModel().fit(X, Y, tree, negatives=negatives, beam_size=beam_size,
+                                                 progress=progress, **solver_kw)
 
         parent = Path(output).resolve().parent
         parent.mkdir(parents=True, exist_ok=True)
         shard_dir = Path(tempfile.mkdtemp(prefix=f".{Path(output).name}.shards-", dir=parent))
         try:
             with RaySession(spec) as session:
-                return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
-                                       beam_size=beam_size, progress=progress,
-                                       run_tasks=ray_runner(session, shard_dir), **solver_kw)
+                if negatives == "tfn":
+                    return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
+                                           beam_size=beam_size, progress=progress,
+                                           run_tasks=ray_runner(session, shard_dir), **solver_kw)
+                return fit_by_levels(X, Y, tree, workers=session.workers, negatives=negatives, beam_size=beam_size,
+                                     progress=progress, run_tasks=ray_level_runner(session, shard_dir),
+                                     **solver_kw)
         finally:
             shutil.rmtree(shard_dir, ignore_errors=True)
 

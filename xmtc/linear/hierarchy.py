@@ -49,6 +49,23 @@ def chain_of(tree) -> list[sp.csr_matrix]:
     return chain
 
 
+def fit_inputs(X, Y, tree, negatives: str, beam_size: int) -> tuple[sp.csr_matrix, sp.csr_matrix, list]:
+    """A tree fit's inputs checked (one-line ConfigErrors) and prepared: ``(X, Y csr, chain)``."""
+    check_negatives(negatives)
+    if isinstance(beam_size, bool) or int(beam_size) < 1:
+        raise ConfigError(f"beam_size must be a positive integer, got {beam_size!r}")
+    chain = chain_of(tree)
+    if not sp.issparse(X):
+        raise ConfigError(f"X must be a scipy sparse matrix, got {type(X).__name__}")
+    X = prepare_features(X, X.shape[1])
+    Y = sp.csr_matrix(Y)
+    if Y.shape[0] != X.shape[0]:
+        raise ConfigError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
+    if chain[-1].shape[0] != Y.shape[1]:
+        raise ConfigError(f"the tree has {chain[-1].shape[0]} labels but Y has {Y.shape[1]} columns")
+    return X, Y, chain
+
+
 def _parents(C: sp.csr_matrix) -> np.ndarray:
     return C.indices.astype(np.int32)  # one entry a row: the row's parent
 
@@ -108,19 +125,8 @@ class HierarchicalLinearModel:
         from ..progress import progress_bar
         from .solver import train_level
 
-        check_negatives(negatives)
-        if isinstance(beam_size, bool) or int(beam_size) < 1:
-            raise ConfigError(f"beam_size must be a positive integer, got {beam_size!r}")
-        chain = chain_of(tree)
-        if not sp.issparse(X):
-            raise ConfigError(f"X must be a scipy sparse matrix, got {type(X).__name__}")
-        X = prepare_features(X, X.shape[1])
-        Y = sp.csr_matrix(Y)
+        X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
         n, d = X.shape
-        if Y.shape[0] != n:
-            raise ConfigError(f"X has {n} rows but Y has {Y.shape[0]}")
-        if chain[-1].shape[0] != Y.shape[1]:
-            raise ConfigError(f"the tree has {chain[-1].shape[0]} labels but Y has {Y.shape[1]} columns")
         targets = level_targets(Y, chain)
         use_man = negatives != "tfn"
         beam_ids, beam_sc = root_beam(n)

@@ -17,7 +17,8 @@ is the caller's business: :func:`fit_by_subtrees` takes a ``run_tasks`` function
 default; :mod:`xmtc.distributed.ray_train` runs them as Ray tasks).
 
 Matcher-aware negatives (``man``, ``tfn+man``) are not decomposable this way: which instances the
-beam sends into a subtree depends on the scores of every other subtree, so they are refused here.
+beam sends into a subtree depends on the scores of every other subtree, so they are refused here;
+:mod:`xmtc.linear.levelwise` parallelises them within each level instead.
 """
 
 from __future__ import annotations

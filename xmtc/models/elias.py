@@ -15,9 +15,9 @@ three steps, each a plain use of the shell's parts:
    ``stage2_epochs`` epochs (``stage2_learning_rate`` / ``stage2_head_learning_rate`` /
    ``stage2_loss_lambda``). Each stage keeps its best validation epoch (a split of the training data).
 
-**ELIAS++** (``ranker=True``): one-vs-all linear rankers (the project's
-:class:`~xmtc.models.rankers.ClusterRankers`, each label its own "cluster") on ``[tfidf, w *
-normalize(embedding)]`` re-rank ELIAS's top-``ranker_topk`` (100). They are trained with the papers'
+**ELIAS++** (``ranker=True``): the end-to-end shell's re-ranker (:mod:`xmtc.models.reranker`, which
+every end-to-end method can use): one-vs-all linear rankers on ``[tfidf, w * normalize(embedding)]``
+re-rank ELIAS's top-``ranker_topk`` (100). They are trained with the papers'
 negatives: a label's positives plus the training texts that ELIAS put in its top-100 (TFN + MAN), and the
 final score is ``exp(-max(0, 1 - r)^3) * elias_score`` (PECOS's ``l3-hinge`` combiner, which the reference's
 ELIAS++ uses through PECOS).
@@ -56,13 +56,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from ..config import param
-from ..errors import ModelFormatError
 from .base import as_label_matrix, register
 from .end_to_end import EndToEndModel, EndToEndParams, label_clusters, validation_split
-from .storage import ModelReader, ModelWriter
 from .xr_linear import _check_texts
 
 log = logging.getLogger(__name__)
@@ -129,13 +126,6 @@ class ELIASConfig(EndToEndParams):
     ranker: bool = param(True, "ELIAS++ (the default): re-rank the top ranker_topk with linear rankers on TF-IDF +"
                          " embedding; false = ELIAS alone. yso-finna-en-2k-20k, 3 + 1 epochs, 2 CPU threads, centroid"
                          " start: ELIAS++ test P@1 38.22 in 946 s, ELIAS alone 34.80 in 877 s (benchmarks/RESULTS.md).")
-    ranker_topk: int = param(100, "ELIAS++: how many of ELIAS's labels the rankers re-score (the paper's 100).",
-                             minimum=1)
-    embedding_weight: float = param(1.0, "ELIAS++: weight of the normalised embedding beside TF-IDF.",
-                                    minimum=0.0, exclusive_minimum=True)
-    C_pos: float = param(1.0, "ELIAS++ rankers: loss weight of positives.", minimum=0.0, exclusive_minimum=True)
-    C_neg: float = param(1.0, "ELIAS++ rankers: loss weight of negatives.", minimum=0.0, exclusive_minimum=True)
-    threshold: float = param(0.05, "ELIAS++ rankers: weights below this are dropped.", minimum=0.0)
 
 
 @register
@@ -171,9 +161,9 @@ class ELIAS(EndToEndModel):
                     "seed": cfg.seed + stage - 1}
 
     # -- training: stage 1 (the shell), approximate adjacency, stage 2, ELIAS++ ------------------------
-    def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
-            resume: bool = False) -> ELIAS:
-        """Fit on texts and labels: stage 1, the approximate adjacency, stage 2 and (``ranker``) ELIAS++.
+    def _train(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
+               resume: bool = False) -> None:
+        """Stage 1, the approximate adjacency and stage 2 (the shell's ``fit`` then adds ELIAS++'s re-ranker).
 
         ``checkpoint_dir`` keeps each stage's training state in its ``stage1`` / ``stage2`` subfolder;
         ``resume`` continues either (a finished stage 1 is restored from its last checkpoint, not re-run).
@@ -194,8 +184,8 @@ class ELIAS(EndToEndModel):
         t0 = time.perf_counter()
         cfg = self.config
         ck = Path(checkpoint_dir) if checkpoint_dir else None
-        super().fit(X, Y, labels=labels, progress=progress, checkpoint_dir=ck / "stage1" if ck else None,
-                    resume=resume)
+        super()._train(X, Y, labels=labels, progress=progress, checkpoint_dir=ck / "stage1" if ck else None,
+                       resume=resume)
         history1, best1 = self.history_, self.best_epoch_
         texts = _check_texts(X)
         Y, _ = as_label_matrix(Y, labels, len(texts))
@@ -242,11 +232,7 @@ class ELIAS(EndToEndModel):
         self.stage1_best_epoch_ = best1
         self.loss_curve_ = self.loss_curve_ + result["loss_curve"]
         self.reachable_labels_ = int(reach)
-        self.rankers_ = None
-        if cfg.ranker and ctx.is_main:
-            self._fit_rankers(texts, train_rows, Y_train, tok_train, progress)
-        log.info("trained ELIAS%s in %.1fs", "++" if cfg.ranker else "", time.perf_counter() - t0)
-        return self
+        log.info("trained ELIAS's two stages in %.1fs", time.perf_counter() - t0)
 
     def _cluster_beams(self, tokenized, progress: bool):
         """Top-``beam_size`` cluster ids and scores of every tokenized text (no teacher forcing, eval mode)."""
@@ -260,95 +246,3 @@ class ELIAS(EndToEndModel):
             i, v = self.network_.cluster_beam(rep)
             ids[pos], sc[pos] = i.cpu().numpy(), v.float().cpu().numpy()
         return ids, sc
-
-    def _elias_topk(self, tokenized, k: int, progress: bool = False):
-        """ELIAS's top-k (ids, scores) and the representations phi(x) (eval mode: no dropout) of every text."""
-        from ..neural.e2e import eval_batches
-
-        n = len(tokenized)
-        idx = np.full((n, k), -1, dtype=np.int32)
-        scores = np.zeros((n, k), dtype=np.float32)
-        emb = np.zeros((n, self.network_.hidden * self.network_.n_layers), dtype=np.float32)
-        for pos, rep in eval_batches(self.encoder_, self.network_, tokenized, self.encode_batch_size, self.device_,
-                                     self.precision, progress, "predict"):
-            i, v = self.network_.predict(rep, k)
-            idx[pos], scores[pos] = i.cpu().numpy(), v.float().cpu().numpy()
-            emb[pos] = rep.float().cpu().numpy()
-        scores[idx < 0] = 0.0
-        return idx, scores, emb
-
-    # -- ELIAS++ ------------------------------------------------------------------------------------
-    @staticmethod
-    def _identity_chain(n_labels: int) -> list:
-        """The rankers' two-level "tree": every label its own cluster under the root."""
-        return [sp.csr_matrix(np.ones((n_labels, 1), dtype=np.float32)),
-                sp.identity(n_labels, dtype=np.float32, format="csr")]
-
-    def _fit_rankers(self, texts, train_rows, Y_train, tok_train, progress: bool) -> None:
-        from .rankers import ClusterRankers
-        from .xr_linear import resolve_threads
-        from .xr_transformer import concat_features
-
-        cfg = self.config
-        t0 = time.perf_counter()
-        self.featurizer_ = cfg.tfidf().make_featurizer()
-        X_tfidf = self.featurizer_.fit_transform([texts[i] for i in train_rows])
-        ids, sc, emb = self._elias_topk(tok_train, cfg.ranker_topk, progress)
-        X_cat = concat_features(X_tfidf, emb, cfg.embedding_weight)
-        self.n_features_ = int(X_cat.shape[1])
-        # the "beam" at the cluster level is ELIAS's top-k: cluster j = label j; padding (-1) is dropped
-        self.rankers_ = ClusterRankers().fit(
-            X_cat, Y_train, self._identity_chain(Y_train.shape[1]), 1, ids, sc, negatives="tfn+man",
-            C_pos=cfg.C_pos, C_neg=cfg.C_neg, threshold=cfg.threshold, beam_size=cfg.ranker_topk,
-            n_threads=resolve_threads(cfg.n_threads))
-        self.ranker_seconds_ = time.perf_counter() - t0
-        log.info("ELIAS++ rankers on %d features in %.1fs", self.n_features_, self.ranker_seconds_)
-
-    # -- prediction -----------------------------------------------------------------------------------
-    def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        if getattr(self, "rankers_", None) is None:
-            return super()._predict_batch(X, k)
-        from .xr_linear import resolve_threads
-        from .xr_transformer import concat_features
-
-        self._check_fitted()
-        tokenized = self._tokenize(X)
-        if len(tokenized) == 0:
-            return np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.float32)
-        ids, sc, emb = self._elias_topk(tokenized, max(k, self.ranker_topk))
-        X_cat = concat_features(self.featurizer_.transform(_check_texts(X)), emb, self.embedding_weight)
-        return self.rankers_.predict_topk(X_cat, ids, sc, k, beam_size=ids.shape[1],
-                                          n_threads=resolve_threads(self.n_threads))
-
-    # -- persistence ----------------------------------------------------------------------------------
-    def _save_stages(self, writer: ModelWriter) -> list[dict]:
-        stages = super()._save_stages(writer)
-        if getattr(self, "rankers_", None) is not None:
-            params, arrays = self.featurizer_.to_arrays()
-            stages.append({"name": "featurizer", "type": "tfidf", "params": params,
-                           "file": writer.arrays("featurizer", arrays)})
-            stages.append({"name": "rankers", "type": "cluster-rankers", "n_features": self.n_features_,
-                           "file": writer.arrays("rankers", self.rankers_.to_arrays())})
-        return stages
-
-    def _load_stages(self, reader: ModelReader) -> None:
-        super()._load_stages(reader)
-        self.rankers_ = None
-        if not self.ranker:
-            return
-        from ..features.tfidf import TfidfFeaturizer
-        from .rankers import ClusterRankers
-
-        names = [st.get("name") for st in reader.manifest["stages"]]
-        if "rankers" not in names or "featurizer" not in names:
-            raise ModelFormatError(f"{reader.folder}: an ELIAS++ model (ranker=true) needs its featurizer and"
-                                   " rankers stages")
-        st = reader.stage("featurizer")
-        self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
-        self.n_features_ = reader.stage_value("rankers", "n_features", int)
-        self.rankers_ = ClusterRankers.from_arrays(reader.arrays(reader.stage_value("rankers", "file")))
-        expected = self.featurizer_.n_features_ + self.network_.hidden * self.network_.n_layers
-        if self.rankers_.n_features != self.n_features_ or self.n_features_ != expected:
-            raise ModelFormatError(f"{reader.folder}: rankers have {self.rankers_.n_features} features, the"
-                                   f" featurizer and encoder produce {expected}")
-

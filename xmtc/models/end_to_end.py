@@ -48,6 +48,9 @@ class EndToEndParams(TfidfParams):
                                  minimum=0.0, exclusive_minimum=True)
     head_learning_rate: float = param(1e-3, "Learning rate of the method's own layers (AdamW on the dense ones,"
                                       " lazy Adam on the label-sized ones).", minimum=0.0, exclusive_minimum=True)
+    dense_learning_rate: float = param(0.0, "Learning rate of the method's dense layers alone (cluster heads,"
+                                       " projections, bottlenecks), which every step updates; 0 = head_learning_rate.",
+                                       minimum=0.0)
     weight_decay: float = param(0.01, "AdamW weight decay of the encoder's matrices.", minimum=0.0)
     warmup_ratio: float = param(0.1, "Share of the steps spent on linear warm-up.", minimum=0.0, maximum=1.0)
     grad_accumulation: int = param(1, "Batches whose gradients are summed before one optimiser step.", minimum=1)
@@ -79,6 +82,18 @@ class EndToEndParams(TfidfParams):
     tcm_weight: float = param(1.0, "With alc: lambda+ = lambda-, the weight of the TCM loss (0 = off).", minimum=0.0)
     tcm_margins: str = param("0.9,0.5", "With alc: TCM margins 'm+,m-' on the cosine of (text, label) vectors:"
                              " positives below m+ and negatives above m- are penalised.")
+    ranker: bool = param(False, "Re-rank the network's top ranker_topk with one linear ranker per label on TF-IDF +"
+                         " the network's text representation (xmtc/models/reranker.py; ELIAS++'s second stage;"
+                         " not part of the LightXML, APLC or CascadeXML papers).")
+    ranker_topk: int = param(100, "With ranker: how many of the network's labels the rankers re-score (ELIAS++'s"
+                             " 100).", minimum=1)
+    embedding_weight: float = param(1.0, "With ranker: weight of the normalised representation beside TF-IDF.",
+                                    minimum=0.0, exclusive_minimum=True)
+    C_pos: float = param(1.0, "With ranker: loss weight of the rankers' positives.", minimum=0.0,
+                         exclusive_minimum=True)
+    C_neg: float = param(1.0, "With ranker: loss weight of the rankers' negatives.", minimum=0.0,
+                         exclusive_minimum=True)
+    threshold: float = param(0.05, "With ranker: ranker weights below this are dropped.", minimum=0.0)
 
     def validate(self, source: str) -> None:
         parse_margins(self.tcm_margins, source)
@@ -97,7 +112,8 @@ class EndToEndParams(TfidfParams):
 
         return TrainSettings(
             epochs=self.epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
-            head_learning_rate=self.head_learning_rate, weight_decay=self.weight_decay,
+            head_learning_rate=self.head_learning_rate, dense_learning_rate=self.dense_learning_rate,
+            weight_decay=self.weight_decay,
             warmup_ratio=self.warmup_ratio, grad_accumulation=self.grad_accumulation,
             max_grad_norm=self.max_grad_norm, precision=self.precision, encode_batch_size=self.encode_batch_size,
             seed=self.seed, checkpoint_every=self.checkpoint_every, swa=self.swa, swa_start=self.swa_start,
@@ -168,17 +184,55 @@ class EndToEndModel(XMCModel):
 
     # -- training -----------------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
-            resume: bool = False) -> "EndToEndModel":
-        """Fit on texts and their labels (a list of label lists, or a sparse matrix with ``labels``).
+            resume: bool = False) -> EndToEndModel:
+        """Fit on texts and their labels (a list of label lists, or a sparse matrix with ``labels``): the
+        network (:meth:`_train`), then, with ``ranker``, the re-ranker on the training texts.
 
         ``checkpoint_dir`` keeps the training state (after each epoch and every ``checkpoint_every``
         steps); ``resume=True`` continues from it and ends with the same model as an uninterrupted run.
         """
+        t0 = time.perf_counter()
+        self._train(X, Y, labels=labels, progress=progress, checkpoint_dir=checkpoint_dir, resume=resume)
+        self.reranker_ = None
+        if self.config.ranker and self.is_main_process_:
+            self._fit_reranker(X, Y, labels, progress)
+        log.info("trained %s%s in %.1fs", type(self).__name__, " + re-ranker" if self.reranker_ else "",
+                 time.perf_counter() - t0)
+        return self
+
+    def _fit_reranker(self, X: Any, Y: Any, labels, progress: bool) -> None:
+        from ..features.encoder import Tokenized
+        from ..neural.e2e import predict_topk
+        from .reranker import SparseReranker
+
+        cfg = self.config
+        t0 = time.perf_counter()
+        texts = _check_texts(X)
+        Y, _ = as_label_matrix(Y, labels, len(texts))
+        train_rows, _ = validation_split(len(texts), cfg.valid_size, cfg.seed)
+        train_texts = [texts[i] for i in train_rows]
+        ids, sc, rep = predict_topk(self.encoder_, self.network_, Tokenized(self.tokenizer_, train_texts,
+                                    cfg.max_length), cfg.ranker_topk, batch_size=cfg.encode_batch_size,
+                                    device=self.device_, precision=cfg.precision, progress=progress,
+                                    with_representations=True)
+        self.reranker_ = SparseReranker(cfg.tfidf().make_featurizer(), cfg.embedding_weight).fit(
+            train_texts, Y[train_rows], ids, sc, rep, C_pos=cfg.C_pos, C_neg=cfg.C_neg, threshold=cfg.threshold,
+            n_threads=resolve_threads(cfg.n_threads))
+        self.reranker_.seconds = time.perf_counter() - t0  # the training texts' top-k pass included
+
+    def _train(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
+               resume: bool = False) -> None:
+        """Train the network (the method's own training; ELIAS extends it with its second stage)."""
         import torch
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import device_for, init_distributed
-        from ..neural.e2e import EndToEndTrainer, Network, TrainingCheckpoint, representations
+        from ..neural.e2e import (
+            EndToEndTrainer,
+            Network,
+            TrainingCheckpoint,
+            representations,
+        )
 
         cfg = self.config
         if sp.issparse(X):
@@ -235,9 +289,8 @@ class EndToEndModel(XMCModel):
         self.history_ = result["history"]
         self.best_epoch_ = result["best_epoch"]
         self.loss_curve_ = result["loss_curve"]
-        log.info("trained %s on %d texts (%d for validation), %d labels in %.1fs", type(self).__name__,
+        log.info("trained %s's network on %d texts (%d for validation), %d labels in %.1fs", type(self).__name__,
                  train_rows.size, valid_rows.size, Y.shape[1], time.perf_counter() - t0)
-        return self
 
     # -- prediction ---------------------------------------------------------------------------------
     def _tokenize(self, X: Any):
@@ -254,8 +307,13 @@ class EndToEndModel(XMCModel):
         tokenized = self._tokenize(X)
         if len(tokenized) == 0:
             return np.zeros((0, k), dtype=np.int32), np.zeros((0, k), dtype=np.float32)
-        return predict_topk(self.encoder_, self.network_, tokenized, k, batch_size=self.encode_batch_size,
-                            device=self.device_, precision=self.precision)
+        if getattr(self, "reranker_", None) is None:
+            return predict_topk(self.encoder_, self.network_, tokenized, k, batch_size=self.encode_batch_size,
+                                device=self.device_, precision=self.precision)
+        ids, sc, rep = predict_topk(self.encoder_, self.network_, tokenized, max(k, self.ranker_topk),
+                                    batch_size=self.encode_batch_size, device=self.device_, precision=self.precision,
+                                    with_representations=True)
+        return self.reranker_.predict_topk(_check_texts(X), ids, sc, rep, k, n_threads=resolve_threads(self.n_threads))
 
     # -- persistence --------------------------------------------------------------------------------
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
@@ -266,7 +324,8 @@ class EndToEndModel(XMCModel):
                 {"name": "network", "type": f"{self.method}-network", "meta": self.network_.meta(),
                  "file": writer.arrays("network", self.network_.arrays())},
                 {"name": "training", "type": "training-history", "best_epoch": int(self.best_epoch_),
-                 "file": writer.json("history", {"history": self.history_, "loss_curve": self.loss_curve_})}]
+                 "file": writer.json("history", {"history": self.history_, "loss_curve": self.loss_curve_})},
+                *(self.reranker_.stages(writer) if getattr(self, "reranker_", None) is not None else [])]
 
     def _load_stages(self, reader: ModelReader) -> None:
         from ..features.encoder import load_encoder, pick_device
@@ -293,3 +352,8 @@ class EndToEndModel(XMCModel):
         self.best_epoch_ = int(reader.stage_value("training", "best_epoch", int))
         hist = reader.json(reader.stage_value("training", "file"))
         self.history_, self.loss_curve_ = hist.get("history", []), hist.get("loss_curve", [])
+        self.reranker_ = None
+        if self.ranker:
+            from .reranker import SparseReranker
+
+            self.reranker_ = SparseReranker.from_stages(reader, self.embedding_weight)

@@ -7,13 +7,16 @@ else is shared and lives here, once:
 
 * **optimisers** -- AdamW on the encoder (matrices with weight decay, vectors without) at
   ``learning_rate``; AdamW on the network's dense parameters (cluster heads, projections: sizes that
-  do not grow with L) at ``head_learning_rate``; a lazy Adam (:class:`~xmtc.neural.heads.LazyAdam`)
-  on each label-sized matrix (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``,
-  touching only the rows a batch scored. A step therefore costs the batch's candidates, never L.
+  do not grow with L) at ``dense_learning_rate`` (0: ``head_learning_rate``); a lazy Adam
+  (:class:`~xmtc.neural.heads.LazyAdam`) on each label-sized matrix
+  (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``, touching only the rows a batch scored. A step therefore costs the batch's candidates, never L.
   The lazy Adam moves a row only on the steps whose candidates hold it (dense Adam's momentum keeps
   moving every row), so the row-sparse heads need a larger rate than the reference codes' dense
   ones: at 1e-3 CascadeXML's heads barely left their start on yso-finna-en-2k-20k (test P@1 3.88
-  after 2 epochs), at 1e-2 it reached 33.30 after 3 (benchmarks/RESULTS.md);
+  after 2 epochs), at 1e-2 it reached 33.30 after 3 (benchmarks/RESULTS.md). The dense layers are
+  updated every step and need no such boost: Adam moves every entry by about the rate per step, so at
+  1e-2 a 1,920 x 300 bottleneck initialised within +-0.023 is rewritten in a few steps (LightXML,
+  6,000 titles, 1 epoch: test P@1 6.27 with the dense layers at 1e-2, 18.73 at 1e-3, 16.60 at 1e-4);
 * **head initialisation** (``head_init``): random (the papers), or ``centroid`` where the network
   implements :meth:`Network.init_from_data` -- the training texts' :func:`representations` under the
   pretrained encoder set the heads before the first step (:mod:`xmtc.neural.head_init`);
@@ -41,9 +44,10 @@ import logging
 import math
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -204,6 +208,7 @@ class TrainSettings:
     batch_size: int = 32
     learning_rate: float = 5e-5
     head_learning_rate: float = 1e-3
+    dense_learning_rate: float = 0.0     # 0: head_learning_rate
     weight_decay: float = 0.01
     warmup_ratio: float = 0.1
     grad_accumulation: int = 1
@@ -270,19 +275,36 @@ def eval_batches(encoder, network, tokenized: Tokenized, batch_size: int, device
 
 
 def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: int = 128, device="cpu",
-                 precision: str = "auto", progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order."""
+                 precision: str = "auto", progress: bool = False, with_representations: bool = False):
+    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order;
+    ``with_representations`` adds the texts' representations as :func:`representations` gives them
+    (from the same encoder pass)."""
 
     n = len(tokenized)
     idx = np.full((n, k), -1, dtype=np.int32)
     scores = np.zeros((n, k), dtype=np.float32)
+    reps = None
     for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress, "predict"):
         i, sc = network.predict(rep, k)
         kk = min(k, i.shape[1])
         idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
         scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
+        if with_representations:
+            r = _flat(rep)
+            if reps is None:
+                reps = np.zeros((n, r.shape[1]), dtype=np.float32)
+            reps[pos] = r
     scores[idx < 0] = 0.0
+    if with_representations:
+        return idx, scores, reps if reps is not None else np.zeros((0, 0), dtype=np.float32)
     return idx, scores
+
+
+def _flat(rep) -> np.ndarray:
+    """A batch's representation as one float32 array (a per-level list side by side, level 0 first)."""
+    if isinstance(rep, (list, tuple)):
+        rep = torch.cat(list(rep), dim=1)
+    return rep.float().cpu().numpy()
 
 
 def representations(encoder, network, tokenized: Tokenized, *, batch_size: int = 128, device="cpu",
@@ -294,9 +316,7 @@ def representations(encoder, network, tokenized: Tokenized, *, batch_size: int =
     out = None
     for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
                                   "represent"):
-        if isinstance(rep, (list, tuple)):
-            rep = torch.cat(list(rep), dim=1)
-        rep = rep.float().cpu().numpy()
+        rep = _flat(rep)
         if out is None:
             out = np.zeros((len(tokenized), rep.shape[1]), dtype=np.float32)
         out[pos] = rep
@@ -333,7 +353,8 @@ class EndToEndTrainer:
         dense = [p for p in network.parameters() if p.requires_grad]
         self.params = enc + dense
         self.opt = adamw(enc, s.learning_rate, s.weight_decay,
-                         [{"params": dense, "lr": s.head_learning_rate, "weight_decay": 0.0}])
+                         [{"params": dense, "lr": s.dense_learning_rate or s.head_learning_rate,
+                           "weight_decay": 0.0}])
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
         self.head_opts = {name: LazyAdam(head, s.head_learning_rate) for name, head in network.sparse_heads.items()}
         rng = np.random.default_rng(s.seed)
