@@ -313,7 +313,8 @@ class EndToEndModel(XMCModel):
         ids, sc, rep = predict_topk(self.encoder_, self.network_, tokenized, max(k, self.ranker_topk),
                                     batch_size=self.encode_batch_size, device=self.device_, precision=self.precision,
                                     with_representations=True)
-        return self.reranker_.predict_topk(_check_texts(X), ids, sc, rep, k, n_threads=resolve_threads(self.n_threads))
+        return self.reranker_.predict_topk(_check_texts(X), ids, sc, rep, k,
+                                           n_threads=resolve_threads(self.n_threads))
 
     # -- persistence --------------------------------------------------------------------------------
     def _save_stages(self, writer: ModelWriter) -> list[dict]:

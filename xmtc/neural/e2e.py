@@ -9,7 +9,8 @@ else is shared and lives here, once:
   ``learning_rate``; AdamW on the network's dense parameters (cluster heads, projections: sizes that
   do not grow with L) at ``dense_learning_rate`` (0: ``head_learning_rate``); a lazy Adam
   (:class:`~xmtc.neural.heads.LazyAdam`) on each label-sized matrix
-  (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``, touching only the rows a batch scored. A step therefore costs the batch's candidates, never L.
+  (:class:`~xmtc.neural.heads.RowSparseHead`) at ``head_learning_rate``, touching only the rows a batch
+  scored. A step therefore costs the batch's candidates, never L.
   The lazy Adam moves a row only on the steps whose candidates hold it (dense Adam's momentum keeps
   moving every row), so the row-sparse heads need a larger rate than the reference codes' dense
   ones: at 1e-3 CascadeXML's heads barely left their start on yso-finna-en-2k-20k (test P@1 3.88
