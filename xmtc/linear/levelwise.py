@@ -30,11 +30,10 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
 from .beam import BeamLevel, beam_step, root_beam
 from .hierarchy import HierarchicalLinearModel, fit_inputs
 from .negatives import active_mask, level_targets
-from .subtrees import _solver_kw
+from .subtrees import _solver_kw, place_columns
 
 log = logging.getLogger(__name__)
 
@@ -85,20 +84,11 @@ def train_group(X: sp.csr_matrix, targets: sp.csr_matrix, parent_of: np.ndarray,
     return train_level(X[rows], Yg[rows], local_parent, act[rows], **solver_kw)
 
 
-def join_level(parts: Sequence[sp.csc_matrix], groups: Sequence[np.ndarray], parent_of: np.ndarray,
-               n_rows: int) -> sp.csc_matrix:
-    """One level's weights ``(n_rows, K)`` from every group's columns; a node no group trains (none: every
-    parent with a child is in a group) would be an empty column."""
-    K = np.asarray(parent_of).size
-    ids = np.concatenate([group_children(parent_of, g) for g in groups]) if groups else np.zeros(0, np.int64)
-    if ids.size != K or np.unique(ids).size != K:
-        raise ConfigError("the parent groups do not cover the level's nodes exactly once")
-    W = sp.hstack(list(parts), format="csc", dtype=np.float32) if parts else sp.csc_matrix((n_rows, 0))
-    inv = np.empty(K, dtype=np.int64)
-    inv[ids] = np.arange(K)
-    W = W[:, inv]
-    W.sort_indices()
-    return W
+def join_level(parts: Sequence[sp.csc_matrix], groups: Sequence[np.ndarray], parent_of: np.ndarray
+               ) -> sp.csc_matrix:
+    """One level's weights from every group's columns (:func:`~xmtc.linear.subtrees.place_columns`)."""
+    return place_columns(parts, [group_children(parent_of, g) for g in groups], np.asarray(parent_of).size,
+                         "the parent groups do not cover the level's nodes exactly once")
 
 
 def run_groups_in_process(X, targets, parent_of, active, groups, solver_kw, level=0) -> list[sp.csc_matrix]:
@@ -119,7 +109,7 @@ def fit_by_levels(X, Y, tree, *, negatives: str = "tfn+man", beam_size: int = 10
 
     solver_kw = _solver_kw(dict(solver_kw))
     X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
-    n, d = X.shape
+    n = X.shape[0]
     runner = run_tasks or run_groups_in_process
     n_threads = solver_kw.get("n_threads")
     targets = level_targets(Y, chain)
@@ -137,7 +127,7 @@ def fit_by_levels(X, Y, tree, *, negatives: str = "tfn+man", beam_size: int = 10
             parts = runner(X, targets[t], parent_of, active, groups, dict(solver_kw), t)
             if len(parts) != len(groups):
                 raise RuntimeError(f"the task runner returned {len(parts)} results for {len(groups)} groups")
-            W = join_level(parts, groups, parent_of, d + 1)
+            W = join_level(parts, groups, parent_of)
             level = BeamLevel.from_weights(W, parent_of, C.shape[1], bias=bias)
             del W, parts
             levels.append(level)

@@ -32,8 +32,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError
-from .beam import BeamLevel, prepare_features
-from .hierarchy import HierarchicalLinearModel, chain_of
+from .beam import BeamLevel
+from .hierarchy import HierarchicalLinearModel, fit_inputs
 from ..index.tree import binarized
 from .negatives import level_targets
 
@@ -148,6 +148,21 @@ def train_top(X: sp.csr_matrix, Y: sp.csr_matrix, chain: Sequence[sp.csr_matrix]
     return out
 
 
+def place_columns(parts: Sequence[sp.csc_matrix], ids: Sequence[np.ndarray], K: int, uncovered: str
+                  ) -> sp.csc_matrix:
+    """One level's weights with ``K`` columns: ``parts[i]``'s columns are the nodes ``ids[i]`` (in that order);
+    ConfigError ``uncovered`` unless the ids cover ``0..K-1`` exactly once."""
+    all_ids = np.concatenate(list(ids)) if len(ids) else np.zeros(0, dtype=np.int64)
+    if all_ids.size != K or np.unique(all_ids).size != K:
+        raise ConfigError(uncovered)
+    W = sp.hstack(list(parts), format="csc", dtype=np.float32)
+    inv = np.empty(K, dtype=np.int64)
+    inv[all_ids] = np.arange(K)
+    W = W[:, inv]
+    W.sort_indices()
+    return W
+
+
 def join(chain: Sequence[sp.csr_matrix], top: list[sp.csc_matrix], subtrees: list[Subtree],
          parts: list[list[sp.csc_matrix]], *, bias: float) -> HierarchicalLinearModel:
     """The whole model from the top levels and every subtree's weights (``parts[i]`` for ``subtrees[i]``)."""
@@ -155,16 +170,8 @@ def join(chain: Sequence[sp.csr_matrix], top: list[sp.csc_matrix], subtrees: lis
     depth = len(top)
     for t in range(depth, len(chain)):
         j = t - depth
-        ids = np.concatenate([s.nodes[j] for s in subtrees])
-        K = chain[t].shape[0]
-        if ids.size != K or np.unique(ids).size != K:
-            raise ConfigError(f"the subtrees do not cover level {t} exactly once")
-        W = sp.hstack([p[j] for p in parts], format="csc", dtype=np.float32)
-        inv = np.empty(K, dtype=np.int64)
-        inv[ids] = np.arange(K)
-        W = W[:, inv]
-        W.sort_indices()
-        weights.append(W)
+        weights.append(place_columns([p[j] for p in parts], [s.nodes[j] for s in subtrees], chain[t].shape[0],
+                                     f"the subtrees do not cover level {t} exactly once"))
     levels = []
     for t, (C, W) in enumerate(zip(chain, weights)):
         levels.append(BeamLevel.from_weights(W, np.asarray(C.indices, dtype=np.int64), C.shape[1], bias=bias))
@@ -190,19 +197,11 @@ def fit_by_subtrees(X, Y, tree, *, depth: int | None = None, workers: int = 1, n
     if negatives != "tfn":
         raise ConfigError(f"training by subtrees (distributed) needs negatives='tfn'; {negatives!r} uses the"
                           " matcher's beam, which couples all subtrees")
-    chain = chain_of(tree)
-    if not sp.issparse(X):
-        raise ConfigError(f"X must be a scipy sparse matrix, got {type(X).__name__}")
     solver_kw = _solver_kw(dict(solver_kw))
+    X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
     if len(chain) == 1:
         return HierarchicalLinearModel().fit(X, Y, chain, negatives="tfn", beam_size=beam_size, progress=progress,
                                              **solver_kw)
-    X = prepare_features(X, X.shape[1])
-    Y = sp.csr_matrix(Y)
-    if Y.shape[0] != X.shape[0]:
-        raise ConfigError(f"X has {X.shape[0]} rows but Y has {Y.shape[0]}")
-    if chain[-1].shape[0] != Y.shape[1]:
-        raise ConfigError(f"the tree has {chain[-1].shape[0]} labels but Y has {Y.shape[1]} columns")
     depth = choose_depth(chain, workers) if depth is None else int(depth)
     subtrees = cut(chain, depth)
     t0 = time.perf_counter()

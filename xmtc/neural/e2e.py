@@ -291,21 +291,23 @@ def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: 
         idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
         scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
         if with_representations:
-            r = _flat(rep)
-            if reps is None:
-                reps = np.zeros((n, r.shape[1]), dtype=np.float32)
-            reps[pos] = r
+            reps = _put_rows(reps, n, pos, rep)
     scores[idx < 0] = 0.0
     if with_representations:
         return idx, scores, reps if reps is not None else np.zeros((0, 0), dtype=np.float32)
     return idx, scores
 
 
-def _flat(rep) -> np.ndarray:
-    """A batch's representation as one float32 array (a per-level list side by side, level 0 first)."""
+def _put_rows(out: np.ndarray | None, n: int, pos, rep) -> np.ndarray:
+    """Write a batch's representation into rows ``pos`` of ``out`` (made (n, d) float32 on the first batch);
+    a per-level list goes side by side, level 0 first."""
     if isinstance(rep, (list, tuple)):
         rep = torch.cat(list(rep), dim=1)
-    return rep.float().cpu().numpy()
+    rep = rep.float().cpu().numpy()
+    if out is None:
+        out = np.zeros((n, rep.shape[1]), dtype=np.float32)
+    out[pos] = rep
+    return out
 
 
 def representations(encoder, network, tokenized: Tokenized, *, batch_size: int = 128, device="cpu",
@@ -317,10 +319,7 @@ def representations(encoder, network, tokenized: Tokenized, *, batch_size: int =
     out = None
     for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
                                   "represent"):
-        rep = _flat(rep)
-        if out is None:
-            out = np.zeros((len(tokenized), rep.shape[1]), dtype=np.float32)
-        out[pos] = rep
+        out = _put_rows(out, len(tokenized), pos, rep)
     return out if out is not None else np.zeros((0, 0), dtype=np.float32)
 
 
