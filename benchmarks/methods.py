@@ -20,7 +20,8 @@ object (the file's path and each row's key figures).
 - ``--pecos-from FILE`` re-uses the PECOS row recorded in an earlier methods.py (or transformer.py) JSON
   instead of re-running its ~25-minute training; the table's note says so, with the recorded date.
 - ``--rows-from FILE`` (repeatable) adds the rows of earlier methods.py runs on the same data to the table
-  (rows of this run replace recorded rows of the same name), so separately run methods merge into one table.
+  (rows of this run replace recorded rows of the same name), so separately run methods merge into one table;
+  ``--ensemble`` may name their rows too where that run saved the model (it was an ensemble member there).
 - ``NAME#TAG`` in ``--methods`` runs a method a second time under its own row name (e.g. two clusterings
   of one method for an ensemble); ``--params NAME#TAG='{...}'`` addresses it.
 - xmtc methods get their own defaults, plus the run's threads, seed, ``--encoder``, ``--max-length`` and
@@ -123,8 +124,8 @@ def parse_args(argv=None):
         ap.error(f"--params for {stray}, which --methods does not list")
     args.ensemble = [m.strip() for m in args.ensemble.split(",") if m.strip()]
     missing = sorted(set(args.ensemble) - set(args.methods))
-    if missing:
-        ap.error(f"--ensemble members {missing} are not in --methods")
+    if missing and not args.rows_from:
+        ap.error(f"--ensemble members {missing} are not in --methods (or in a --rows-from run that saved them)")
     if args.ensemble and len(args.ensemble) < 2:
         ap.error("--ensemble needs at least two members")
     if args.pecos_from and args.no_pecos:
@@ -266,6 +267,19 @@ def _load1() -> float:
     return round(os.getloadavg()[0], 2)
 
 
+def recorded_members(args, saved: dict[str, str]) -> dict[str, dict]:
+    """Ensemble members not trained in this run: their rows in the --rows-from runs, where those saved
+    the model (a member of that run's ensemble) and the folder is still there."""
+    found = {}
+    for path in args.rows_from:
+        for r in load_recorded(path)["rows"]:
+            name = r.get("library")
+            if (name in args.ensemble and name not in saved and not r.get("problem") and r.get("saved_to")
+                    and Path(r["saved_to"]).is_dir()):
+                found[name] = r
+    return found
+
+
 def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem: str | None,
              recorded_pecos: dict | None = None) -> list[dict]:
     score = _common.Scorer(work, ks=KS, scores=True)
@@ -317,6 +331,8 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
     if args.ensemble:
         row = {"library": ENSEMBLE, "kind": "ensemble", "members_rows": list(args.ensemble),
                "combine": args.ensemble_combine}
+        earlier = recorded_members(args, saved)
+        saved.update({m: r["saved_to"] for m, r in earlier.items()})
         failed = [m for m in args.ensemble if m not in saved]
         if failed:
             row["problem"] = f"members {failed} did not train"
@@ -325,7 +341,7 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
             spec = {"members": [saved[m] for m in args.ensemble], "combine": args.ensemble_combine, "k_each": K_PRED}
             row = child(ENSEMBLE, sys.executable, "xmtc-ensemble", ["--params", json.dumps(spec)], row)
             if not row.get("problem"):
-                by = {r["library"]: r for r in rows}
+                by = {**earlier, **{r["library"]: r for r in rows}}
                 row["train_s"] = sum(by[m]["train_s"] for m in args.ensemble)
                 row["note"] = (f"{args.ensemble_combine} of the members' top {K_PRED}; train s = members' sum; "
                                f"predict and RSS: all members in one process (loading them not timed: "

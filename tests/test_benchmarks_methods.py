@@ -130,6 +130,16 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     line = next(ln for ln in payload["table"].splitlines() if ln.startswith("| xmtc xr-linear |"))
     assert f"| {r['metrics']['P@1']:.2f} |" in line and f"| {methods.fmt_ratio(r['ratios_to_pecos']['P@1'])} |" in line
 
+    # an ensemble whose member trained (and was saved) in a recorded run: its model and train time are used
+    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear#three", "--params",
+                    'xr-linear#three={"max_leaf_size": 2, "branching": 2}', "--ensemble", "xr-linear,xr-linear#three",
+                    "--rows-from", str(tmp_path / "table.json"), "--no-pecos", "--json", str(tmp_path / "later.json")],
+                   capsys)
+    assert rc == 0
+    later = {r["library"]: r for r in json.loads((tmp_path / "later.json").read_text())["rows"]}
+    assert later["ensemble"]["train_s"] == pytest.approx(rows["xr-linear"]["train_s"]
+                                                         + later["xr-linear#three"]["train_s"])
+
     # merging: the recorded rows of both runs in one table without running anything; later files win
     rc, out = _run([*base, "--methods", "", "--no-pecos", "--rows-from", str(tmp_path / "first.json"),
                     "--rows-from", str(tmp_path / "table.json"), "--json", str(tmp_path / "merged.json")], capsys)

@@ -272,3 +272,15 @@ def test_the_re_ranker_reorders_the_networks_top_k_and_round_trips(sample, encod
     loaded = xmtc.load(tmp_path / "m")
     np.testing.assert_array_equal(loaded.predict_topk(test_texts, 3)[0], idx)
     assert xmtc.CascadeXML().get_params()["ranker"] is True  # the default; ranker=false is the paper's method
+
+
+def test_auto_topk_covers_every_cluster_level_of_a_deeper_tree():
+    """The default once was '8,32', which a tree with three cluster levels (15k labels) refused at fit time."""
+    from xmtc.neural.cascadexml import parse_topk
+
+    assert parse_topk("auto", 2) == [8, 32]          # the measured setting on two cluster levels
+    assert parse_topk("auto", 3) == [8, 32, 32]
+    assert parse_topk("auto", 1) == [8]
+    assert xmtc.CascadeXML().topk == "auto"
+    with pytest.raises(ConfigError, match="topk needs 3"):
+        parse_topk("8,32", 3)

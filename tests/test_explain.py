@@ -63,7 +63,7 @@ def test_scores_from_the_margins_equal_beam_search(post):
 @pytest.fixture(scope="module")
 def fitted(reuters_small):
     (texts, labels), _ = reuters_small
-    return xmtc.XRLinear(max_leaf_size=8, branching=4, n_threads=2).fit(texts, labels, progress=False)
+    return xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=1, n_threads=2).fit(texts, labels, progress=False)
 
 
 def hand_margins(tree, x: np.ndarray, label: int) -> list[float]:
@@ -112,7 +112,8 @@ def test_tree_ensemble_explanation_is_the_mean_over_trees(reuters_small):
 
 def test_ensemble_explanation_weights_members(fitted, reuters_small):
     (texts, labels), (test_texts, _) = reuters_small
-    other = xmtc.XRLinear(max_leaf_size=8, branching=4, seed=3, n_threads=2).fit(texts, labels, progress=False)
+    other = xmtc.XRLinear(max_leaf_size=8, branching=4, seed=3, n_trees=1, n_threads=2).fit(texts, labels,
+                                                                                            progress=False)
     ens = Ensemble([fitted, other], weights=[3.0, 1.0])
     e = ens.explain(test_texts[:2], k=2, n_terms=10_000)
     idx, scores = ens.predict_topk(test_texts[:2], 2)

@@ -1,5 +1,7 @@
 """End-to-end behaviour of the XR-Linear estimator on real (small) data."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -51,12 +53,13 @@ def test_batched_prediction_equals_one_batch(fitted, reuters_small):
 
 def test_tree_ensemble_and_precomputed_features(reuters_small):
     (texts, labels), (test_texts, test_labels) = reuters_small
-    base = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(texts, labels, progress=False)
+    base = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=1).fit(texts, labels, progress=False)
     ens = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=3).fit(texts, labels, progress=False)
     assert len(ens.models_) == 3
     assert ens.evaluate(test_texts, test_labels)["P@1"] >= base.evaluate(test_texts, test_labels)["P@1"] - 2.0
     X = base.transform(texts)
-    feat = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(X, labels, labels=base.labels_, progress=False)
+    feat = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=1).fit(X, labels, labels=base.labels_,
+                                                                      progress=False)
     i1, _ = base.predict_topk(test_texts, 5)
     i2, _ = feat.predict_topk(base.transform(test_texts), 5)
     np.testing.assert_array_equal(i1, i2)
@@ -64,6 +67,32 @@ def test_tree_ensemble_and_precomputed_features(reuters_small):
         feat.predict(test_texts)
     with pytest.raises(DataFormatError, match="columns but the model expects"):
         feat.predict_topk(X[:, :10], 5)
+
+
+def test_auto_tree_count_is_three_seeded_trees_on_a_small_label_set_and_one_otherwise(reuters_small, tmp_path):
+    from xmtc.models.xr_linear import AUTO_TREES_MAX_LABELS, resolve_n_trees
+
+    (texts, labels), (test_texts, _) = reuters_small
+    auto = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(texts, labels, progress=False)   # n_trees=0: auto
+    three = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=3).fit(texts, labels, progress=False)
+    assert auto.n_trees == 0 and len(auto.models_) == 3
+    for a, b in zip(auto.predict_topk(test_texts, 5), three.predict_topk(test_texts, 5)):
+        np.testing.assert_array_equal(a, b)  # the same trees (seeds 0, 1, 2) as asking for three
+    auto.save(tmp_path / "m")
+    again = xmtc.load(tmp_path / "m")
+    assert len(again.models_) == 3 and again.n_trees == 0
+    np.testing.assert_array_equal(again.predict_topk(test_texts, 5)[0], auto.predict_topk(test_texts, 5)[0])
+    flat = xmtc.XRLinear(max_leaf_size=1000).fit(texts, labels, progress=False)
+    assert len(flat.models_) == 1  # a flat model is the same for every seed
+    assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS, False) == 3
+    assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS + 1, False) == 1
+    assert resolve_n_trees(2, 10**6, True) == 2  # an explicit count is kept
+    # a manifest whose tree stages disagree with its n_trees is refused, not half-loaded
+    manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
+    manifest["params"]["n_trees"] = 2
+    (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelFormatError, match="3 tree stage"):
+        xmtc.load(tmp_path / "m")
 
 
 def test_input_errors(fitted, tmp_path):

@@ -452,10 +452,8 @@ def test_cli_train_predict_encode(sample, encoder_dir, tmp_path, capsys):
 
 
 DDP_SCRIPT = r"""
-import atexit, json, os, sys
+import json, os, sys
 import numpy as np, scipy.sparse as sp, torch
-# registered first, so it runs last: the library must have left the process group by then
-atexit.register(lambda: sys.stdout.write(f"[left:{not torch.distributed.is_initialized()}]") or sys.stdout.flush())
 sys.path.insert(0, sys.argv[1])
 from xmtc.features.encoder import Tokenized, load_encoder
 from xmtc.neural.distributed import init_distributed
@@ -479,6 +477,10 @@ tr.batches = tr.batches[:8] if not ctx.active else tr.batches[:4]
 tr.total_steps = 4
 tr.run(False)
 json.dump({"losses": tr.losses, "head": head.weight[:5].tolist()}, open(sys.argv[5] + f".{ctx.rank}", "w"))
+from xmtc.neural.distributed import exit_process, joined
+print(f"[joined:{joined()}]")
+exit_process(0)  # leaves the group, flushes, and ends the worker past the teardown DDP's gloo threads can abort
+print("[not reached]")
 """
 
 
@@ -493,7 +495,7 @@ def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(samp
     (tmp_path / "data.json").write_text(json.dumps({"texts": texts[:64], "Y": Y.toarray().tolist()}))
     (tmp_path / "run.py").write_text(DDP_SCRIPT)
     repo = str(Path(__file__).resolve().parents[1])
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=repo)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=repo, PYTHONFAULTHANDLER="1")  # a crash prints every stack
     args = [str(tmp_path / "run.py"), repo, str(tmp_path / "data.json"), str(enc_dir)]
     one = subprocess.run([sys.executable, *args, "2", str(tmp_path / "one")], env=env, capture_output=True,
                          text=True, timeout=300)
@@ -501,9 +503,9 @@ def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(samp
     two = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                           "29533", *args, "1", str(tmp_path / "two")], env=env, capture_output=True, text=True,
                          timeout=300)
-    assert two.returncode == 0, two.stderr[-3000:]
-    # both ranks tore the gloo group down before exit (left to teardown, a rank can abort after success)
-    assert two.stdout.count("[left:True]") == 2, two.stdout[-2000:]
+    assert two.returncode == 0, two.stderr[-8000:]
+    # both ranks joined through the library and ended through exit_process, output flushed
+    assert two.stdout.count("[joined:True]") == 2 and "[not reached]" not in two.stdout, two.stdout[-2000:]
     r1 = json.loads((tmp_path / "one.0").read_text())
     r2 = [json.loads((tmp_path / f"two.{r}").read_text()) for r in (0, 1)]
     # one process, accumulation 2: batches 0,1 | 2,3 | ...; two processes: rank r takes batches r, r+2, ...

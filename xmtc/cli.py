@@ -348,6 +348,15 @@ COMMANDS["serve"] = cmd_serve
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    rc = _main(argv)
+    from .neural.distributed import exit_process, joined
+
+    if joined():  # a torchrun worker: end it past the teardown that DDP's gloo threads can abort
+        exit_process(rc)
+    return rc
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
     args = parser.parse_args(argv)

@@ -52,8 +52,9 @@ class CascadeXMLConfig(EndToEndParams):
     branching: int = param(16, "Children per node of the label tree (balanced k-means on PIFA).", minimum=2)
     max_leaf_size: int = param(8, "Most labels under a leaf cluster; with branching it sets the number of levels.",
                                minimum=1)
-    topk: str = param("8,32", "Nodes kept per cluster level, coarse to fine (one number for every level): their"
-                      " children are the next level's candidates.")
+    topk: str = param("auto", "Nodes kept per cluster level, coarse to fine (one number for every level): their"
+                      " children are the next level's candidates; auto = 8 at the first cluster level and 32 at"
+                      " every finer one ('8,32' on a tree with two cluster levels).")
     layers: str = param("auto", "Encoder layer(s) whose [CLS] state feeds each level, coarse to fine, '+' joining"
                         " a pair ('3+4,5,6'); auto = the reference's rule scaled to the encoder's depth.")
     level_dropout: str = param("auto", "Dropout on each level's representation, coarse to fine (auto = the"
@@ -71,7 +72,7 @@ class CascadeXMLConfig(EndToEndParams):
     def validate(self, source: str) -> None:
         """The list-valued settings' syntax, checked before any data is read (their lengths need the tree)."""
         super().validate(source)
-        checks = (("topk", r"\d+(,\d+)*", "comma-separated whole numbers ('8,32')"),
+        checks = (("topk", r"auto|\d+(,\d+)*", "auto or comma-separated whole numbers ('8,32')"),
                   ("layers", r"auto|\d+(\+\d+)*(,\d+(\+\d+)*)*", "auto or layer numbers ('3+4,5,6')"),
                   ("level_dropout", _NUMBERS, "auto or comma-separated numbers ('0.3,0.3,0.4')"),
                   ("loss_weights", _NUMBERS, "auto or comma-separated numbers ('1,1,1')"))

@@ -110,6 +110,8 @@ class TransformerParams(XRLinearConfig):
                          choices=("neural", "linear"))
     checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
                                   " optimiser steps inside a level (0 = only after each level).", minimum=0)
+    n_trees: int = param(1, "Must be 1: one fine-tuned encoder and tree; combine models with `xmtc ensemble`.",
+                         minimum=1)
 
     def validate(self, source: str) -> None:
         if self.n_trees != 1:
