@@ -66,6 +66,12 @@ def fit_inputs(X, Y, tree, negatives: str, beam_size: int) -> tuple[sp.csr_matri
     return X, Y, chain
 
 
+def _train_level_here(X, targets, parent_of, active, t, **solver_kw) -> sp.csc_matrix:
+    from .solver import train_level
+
+    return train_level(X, targets, parent_of, active, **solver_kw)
+
+
 def _parents(C: sp.csr_matrix) -> np.ndarray:
     return C.indices.astype(np.int32)  # one entry a row: the row's parent
 
@@ -119,12 +125,15 @@ class HierarchicalLinearModel:
     # -- training -----------------------------------------------------------------------------
     def fit(self, X, Y, tree, *, negatives: str = "tfn+man", C_pos: float = 1.0, C_neg: float = 1.0,
             bias: float = 1.0, tol: float = 0.1, max_iter: int = 100, threshold: float = 0.05, beam_size: int = 10,
-            n_threads: int | None = None, progress: bool = False) -> "HierarchicalLinearModel":
+            n_threads: int | None = None, progress: bool = False, train_level=None) -> "HierarchicalLinearModel":
         """Train every level top-down. ``X`` csr (n, d), ``Y`` sparse 0/1 (n, L), ``tree`` a ``LabelTree``
-        or its chain; ``beam_size`` only shapes the matcher-aware negatives."""
+        or its chain; ``beam_size`` only shapes the matcher-aware negatives. ``train_level(X, targets_t,
+        parent_of, active, t, **solver settings)`` trains one level's weights (default: the solver's
+        :func:`~xmtc.linear.solver.train_level` in this process; :mod:`xmtc.linear.levelwise` splits a level
+        into parallel tasks); the masks and beam steps between levels stay here."""
         from ..progress import progress_bar
-        from .solver import train_level
 
+        train_level = train_level or _train_level_here
         X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
         n, d = X.shape
         targets = level_targets(Y, chain)
@@ -139,7 +148,7 @@ class HierarchicalLinearModel:
                 parent_of = _parents(C)
                 active = active_mask(negatives, t, targets, beam_ids if use_man else None)
                 bar.set_postfix(nodes=C.shape[0], pairs=active.nnz)
-                W = train_level(X, targets[t], parent_of, active, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
+                W = train_level(X, targets[t], parent_of, active, t, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
                                 max_iter=max_iter, threshold=threshold, n_threads=n_threads)
                 if W.shape != (d + 1, C.shape[0]):
                     raise RuntimeError(f"train_level returned {W.shape}, expected {(d + 1, C.shape[0])}")

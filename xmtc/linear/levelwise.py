@@ -30,9 +30,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from .beam import BeamLevel, beam_step, root_beam
-from .hierarchy import HierarchicalLinearModel, fit_inputs
-from .negatives import active_mask, level_targets
+from .hierarchy import HierarchicalLinearModel, chain_of
 from .subtrees import _solver_kw, place_columns
 
 log = logging.getLogger(__name__)
@@ -105,39 +103,19 @@ def fit_by_levels(X, Y, tree, *, negatives: str = "tfn+man", beam_size: int = 10
     so that largest-first scheduling evens them out. Any ``negatives`` works; ``tfn`` is better served
     by :func:`xmtc.linear.subtrees.fit_by_subtrees` (no barrier per level).
     """
-    from ..progress import progress_bar
-
-    solver_kw = _solver_kw(dict(solver_kw))
-    X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
-    n = X.shape[0]
     runner = run_tasks or run_groups_in_process
-    n_threads = solver_kw.get("n_threads")
-    targets = level_targets(Y, chain)
-    use_man = negatives != "tfn"
-    beam_ids, beam_sc = root_beam(n)
-    levels: list[BeamLevel] = []
-    bias = solver_kw.get("bias", 1.0)
-    bar = progress_bar(progress, total=len(chain), desc="linear levels", unit="level")
-    try:
-        for t, C in enumerate(chain):
-            t0 = time.perf_counter()
-            parent_of = np.asarray(C.indices, dtype=np.int64)
-            active = active_mask(negatives, t, targets, beam_ids if use_man else None)
-            groups = parent_groups(parent_of, active, 4 * max(1, int(workers)))
-            parts = runner(X, targets[t], parent_of, active, groups, dict(solver_kw), t)
-            if len(parts) != len(groups):
-                raise RuntimeError(f"the task runner returned {len(parts)} results for {len(groups)} groups")
-            W = join_level(parts, groups, parent_of)
-            level = BeamLevel.from_weights(W, parent_of, C.shape[1], bias=bias)
-            del W, parts
-            levels.append(level)
-            if use_man and t < len(chain) - 1:
-                beam_ids, beam_sc = beam_step(X, level, beam_ids, beam_sc, beam_size, n_threads=n_threads)
-            log.info("level %d/%d: %d nodes in %d tasks, %d training (instance, parent) pairs, %.1fs", t + 1,
-                     len(chain), C.shape[0], len(groups), active.nnz, time.perf_counter() - t0)
-            bar.update(1)
-    finally:
-        bar.close()
-    model = HierarchicalLinearModel()
-    model.levels_ = levels
-    return model
+    n_levels = len(chain_of(tree))
+
+    def train_level(X, targets, parent_of, active, t, **kw):
+        parent_of = np.asarray(parent_of, dtype=np.int64)
+        groups = parent_groups(parent_of, active, 4 * max(1, int(workers)))
+        t0 = time.perf_counter()
+        parts = runner(X, targets, parent_of, active, groups, dict(kw), t)
+        if len(parts) != len(groups):
+            raise RuntimeError(f"the task runner returned {len(parts)} results for {len(groups)} groups")
+        log.info("level %d/%d: %d nodes in %d tasks, %d training (instance, parent) pairs, %.1fs", t + 1, n_levels,
+                 parent_of.size, len(groups), active.nnz, time.perf_counter() - t0)
+        return join_level(parts, groups, parent_of)
+
+    return HierarchicalLinearModel().fit(X, Y, tree, negatives=negatives, beam_size=beam_size, progress=progress,
+                                         train_level=train_level, **_solver_kw(dict(solver_kw)))
