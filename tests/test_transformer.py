@@ -241,9 +241,11 @@ def test_neural_matcher_follows_its_heads_and_ignores_the_linear_matcher(fitted,
     np.testing.assert_array_equal(fitted.predict_topk(texts[:50], 5)[0], idx)
 
 
-def test_neural_matcher_explanation_equals_the_margins_computed_by_hand(fitted, sample):
-    """Matcher margins emb @ W[c] + b[c] up the cluster path plus the ranker's margin on [tfidf, emb]."""
+@pytest.mark.parametrize("combine", ["product", "ranker"])
+def test_neural_matcher_explanation_equals_the_margins_computed_by_hand(fitted, sample, combine, monkeypatch):
+    """The ranker's margin on [tfidf, emb], plus (product only) the matcher margins emb @ W[c] + b[c] up the path."""
     _, (texts, _) = sample
+    monkeypatch.setattr(fitted, "matcher_combine", combine)
     expl = fitted.explain(texts[:3], k=3, n_terms=100_000)
     assert len(fitted.rankers_.levels_) == 1  # the labels are the children of the matcher's clusters
     level = fitted.rankers_.levels_[0]
@@ -267,11 +269,70 @@ def test_neural_matcher_explanation_equals_the_margins_computed_by_hand(fitted, 
                 matcher += emb[i] @ Wm[node].astype(np.float64) + float(bm[node])
                 matcher_bias += float(bm[node])
                 node = int(parent[node])
+            if combine == "ranker":  # the matcher only chose the candidates
+                matcher = matcher_bias = 0.0
             terms = {t["term"]: t["weight"] for t in e["terms"]}
             assert e["margin"] == pytest.approx(ranker + matcher, rel=1e-4, abs=1e-5)
             assert terms["[embedding]"] == pytest.approx(X[i, n_tfidf:] @ W[n_tfidf:-1, j] + matcher - matcher_bias,
                                                          rel=1e-4, abs=1e-5)
             assert sum(terms.values()) + e["bias"] == pytest.approx(e["margin"], rel=1e-4, abs=1e-5)
+
+
+def _neural_parts(model, texts):
+    """Hand-made pieces of a neural-matcher prediction: beam (ids, scores), label parents, l3-hinge ranker scores."""
+    from xmtc.neural.matcher import neural_beam
+
+    emb = model.encode(texts)
+    heads = [model.heads_[t] for t in model.matcher_levels_]
+    ids, sc = neural_beam(emb, heads, model.matcher_children_, model.beam_size, post_processor="l3-hinge")
+    level = model.rankers_.levels_[-1]
+    W = level.to_weights().toarray().astype(np.float64)
+    X = model.transform(texts).toarray().astype(np.float64)
+    margins = X @ W[:-1] + level.bias * W[-1]
+    return ids, sc, np.asarray(level.parent_of), np.exp(-np.maximum(0.0, 1.0 - margins) ** 3)
+
+
+@pytest.mark.parametrize("combine", ["ranker", "product"])
+def test_matcher_combine_orders_the_beams_labels_as_defined(fitted, sample, combine, monkeypatch):
+    """ranker: l3-hinge of the ranker margin alone; product: that times the matcher's beam score."""
+    _, (texts, _) = sample
+    monkeypatch.setattr(fitted, "matcher_combine", combine)
+    texts = texts[:20]
+    ids, sc, parent_of, ranker = _neural_parts(fitted, texts)
+    idx, scores = fitted.predict_topk(texts, 5)
+    for i in range(len(texts)):
+        beam = {int(c): float(s) for c, s in zip(ids[i], sc[i]) if c >= 0}
+        cand = np.flatnonzero(np.isin(parent_of, list(beam)))
+        expect = ranker[i, cand] * (np.array([beam[int(parent_of[j])] for j in cand]) if combine == "product" else 1.0)
+        top = np.argsort(-expect, kind="stable")[:5]
+        np.testing.assert_allclose(scores[i], expect[top], rtol=1e-4, atol=1e-6)
+        assert set(idx[i][scores[i] > scores[i][-1] + 1e-5].tolist()) <= set(cand[top].tolist())
+
+
+def test_matcher_heads_are_eq11_refit_on_the_final_embeddings(fitted, sample):
+    """Every matcher head equals the solver's eq. 11 optimum on the finished encoder's training embeddings."""
+    from xmtc.neural.bootstrap import bootstrap_linear
+    from xmtc.neural.finetune import level_positives
+    from xmtc.neural.matcher import head_beam_step
+
+    (texts, labels), _ = sample
+    assert fitted.matcher_heads == "refit"
+    emb = fitted.encode(texts)
+    chain = [sp.csr_matrix(C) for C in fitted._matcher_chain()]
+    p = np.asarray(fitted.rankers_.levels_[-1].parent_of)
+    chain.append(sp.csr_matrix((np.ones(p.size), (np.arange(p.size), p)), shape=(p.size, chain[-1].shape[0])))
+    rows = [[fitted.labels_.index[x] for x in ls] for ls in labels]
+    Y = sp.csr_matrix((np.ones(sum(map(len, rows))), np.concatenate(rows), np.cumsum([0] + [len(r) for r in rows])),
+                      shape=(len(texts), len(fitted.labels_.names)))
+    pos = level_positives(Y, chain)
+    W0, b0 = bootstrap_linear(emb, pos[0], chain[0].indices, 1, None, None, n_threads=2)
+    np.testing.assert_allclose(fitted.heads_[0][0], W0, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(fitted.heads_[0][1], b0, rtol=1e-5, atol=1e-6)
+    top0, _ = head_beam_step(emb, W0, b0, None, None, None, fitted.shortlist_topk)
+    W1, b1 = bootstrap_linear(emb, pos[1], chain[1].indices, chain[1].shape[1], top0, pos[0], n_threads=2)
+    np.testing.assert_allclose(fitted.heads_[1][0], W1, rtol=1e-5, atol=1e-6)
+    # the label level was fine-tuned, not refit: it is no matcher level
+    assert 2 not in fitted.matcher_levels_ and fitted.heads_[2][0].shape[0] == chain[2].shape[0]
 
 
 def test_fine_tuning_beats_the_untrained_encoder(fitted, sample, encoder_dir, monkeypatch):
@@ -300,6 +361,34 @@ def test_finetune_sample_fine_tunes_on_a_subset_and_ranks_on_every_text(sample, 
     # each level embeds the sample for its top-k; the rankers' features embed every text
     assert embedded == [320] * len(model.loss_curves_) + [len(texts)]
     assert model.predict_topk(test_texts, k=5)[0].shape == (len(test_texts), 5)
+
+
+def test_tree_shape_coarse_epochs_and_the_topk_positives_shortlist(sample, encoder_dir, monkeypatch):
+    from xmtc.index.tree import level_splits
+    from xmtc.neural import finetune
+
+    (texts, labels), _ = sample
+    calls = []
+    real = finetune.build_shortlist
+    monkeypatch.setattr(finetune, "build_shortlist",
+                        lambda topk, *a, prev_positive=None, **kw: calls.append((topk is None, prev_positive is None))
+                        or real(topk, *a, prev_positive=prev_positive, **kw))
+    model = xmtc.XRTransformer(encoder=str(encoder_dir), finetune_sample=320, tree_shape="binary",
+                               shortlist="topk+positives", coarse_epochs=0.5, **{**FAST, "max_leaf_size": 30}
+                               ).fit(texts, labels, progress=False)
+    n_labels = model.tree_sizes_[-1]
+    splits = level_splits(n_labels, 8, 30, "binary")
+    assert splits != level_splits(n_labels, 8, 30, "full")  # the sample's label count tells the shapes apart
+    assert model.tree_sizes_ == [int(np.prod(splits[:i + 1])) for i in range(len(splits))] + [n_labels]
+    # 320 texts, batch 32: half an epoch (5 steps) at each coarse level, a whole one (10) at the last
+    depth = len(model.tree_sizes_)
+    assert [len(model.loss_curves_[t]) for t in range(depth)] == [5] * (depth - 1) + [10]
+    # first level: every node (no top-k, no parents); later levels: top-k children, never positive parents
+    assert calls[:5] == [(True, True)] * 5 and len(calls) == 5 * (depth - 1) + 10
+    assert set(calls[5:]) == {(False, True)}
+    calls.clear()
+    xmtc.XRTransformer(encoder=str(encoder_dir), finetune_sample=320, **FAST).fit(texts, labels, progress=False)
+    assert set(calls[10:]) == {(False, False)}  # eq. 8: the positive parents are expanded too
 
 
 def test_save_load_identical_predictions(fitted, sample, tmp_path):

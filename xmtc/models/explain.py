@@ -20,10 +20,11 @@ What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the ar
   mean of the trees' scores).
 * **XR-Transformer / X-Transformer**: the rankers see ``[tfidf, w * normalize(embedding)]``; the TF-IDF
   half is decomposed exactly as above and the embedding half is reported as one term,
-  ``"[embedding]"``, the summed contribution of all embedding dimensions. With ``matcher="neural"`` the
-  matcher's margins along the label's cluster path (``emb @ W_t[n_t] + b_t[n_t]``, all embedding) join
-  that term, their biases go to ``bias``, and ``margin`` sums matcher and ranker margins
-  (:func:`neural_label_contributions`).
+  ``"[embedding]"``, the summed contribution of all embedding dimensions. With ``matcher="neural"`` and
+  ``matcher_combine="product"`` the matcher's margins along the label's cluster path (``emb @ W_t[n_t] +
+  b_t[n_t]``, all embedding) join that term, their biases go to ``bias``, and ``margin`` sums matcher and
+  ranker margins (:func:`neural_label_contributions`); with ``matcher_combine="ranker"`` the matcher only
+  picked the candidates, and the terms are the rankers' alone.
 * **Ensembles** (:class:`~xmtc.models.ensemble.Ensemble`): the ensemble's top-k labels and scores; a
   term's weight is the members' weights for that label combined with the ensemble's member weights
   (a weighted mean of each member's exact path contributions, the label's path being explained in
@@ -109,11 +110,13 @@ def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
                                labels_per_row: list[list[int]]) -> list[list[dict]]:
     """:func:`label_contributions` for a transformer model with ``matcher="neural"``.
 
-    The label's score multiplies the neural matcher's transformed margins along its cluster path
-    (``emb @ W_t[n_t] + b_t[n_t]``, all of the embedding) with the rankers' below it (on
-    ``[tfidf, embedding]``). The rankers' TF-IDF features are decomposed exactly; their embedding
-    columns and the matcher's margins (minus their biases) make the one ``[embedding]`` term; the
-    biases of both go to ``bias``; ``margin`` sums the matcher's and the rankers' margins.
+    With ``matcher_combine="product"`` the label's score multiplies the neural matcher's transformed
+    margins along its cluster path (``emb @ W_t[n_t] + b_t[n_t]``, all of the embedding) with the rankers'
+    below it (on ``[tfidf, embedding]``). The rankers' TF-IDF features are decomposed exactly; their
+    embedding columns and the matcher's margins (minus their biases) make the one ``[embedding]`` term;
+    the biases of both go to ``bias``; ``margin`` sums the matcher's and the rankers' margins. With
+    ``matcher_combine="ranker"`` the matcher only chose the candidates, so the terms and the margin are
+    the rankers' alone.
     """
     from ..linear.explain import _parent_of, label_paths, path_contributions
 
@@ -121,8 +124,9 @@ def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
     emb = np.asarray(emb, dtype=np.float32)
     X_feat = sp.csr_matrix(X_feat)
     levels = model.rankers_.levels_
-    heads = [model.heads_[t] for t in model.matcher_levels_]
-    parents = [_parents(C) for C in model.matcher_children_]
+    scored = getattr(model, "matcher_combine", "product") == "product"
+    heads = [model.heads_[t] for t in model.matcher_levels_] if scored else []
+    parents = [_parents(C) for C in model.matcher_children_] if scored else []
     out = []
     for i, labels in enumerate(labels_per_row):
         feats = X_feat.indices[X_feat.indptr[i]:X_feat.indptr[i + 1]].astype(np.int64)

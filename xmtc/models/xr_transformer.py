@@ -108,10 +108,23 @@ class TransformerParams(XRLinearConfig):
                          " 11.53 (PECOS XR-Transformer 34.18 / 10.44); neural 31.62 / 9.04 in one run, so"
                          " linear is the default.",
                          choices=("neural", "linear"))
+    matcher_heads: str = param("refit", "matcher neural: the heads its beam walks. refit = each matcher level's"
+                               " head solved again (eq. 11's objective on the eq. 8 shortlist) on the embeddings"
+                               " of the finished encoder; fine-tuned = the heads as their level's fine-tuning left"
+                               " them, although the encoder went on training on the levels below.",
+                               choices=("refit", "fine-tuned"))
+    matcher_combine: str = param("ranker", "matcher neural: how a label's score is formed. ranker = the ranker's"
+                                 " l3-hinge score alone orders the labels inside the matcher's beam; product = that"
+                                 " score times the matcher's beam score (PECOS's XLinearModel.predict(csr_codes=)"
+                                 " rule).", choices=("ranker", "product"))
     checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
                                   " optimiser steps inside a level (0 = only after each level).", minimum=0)
     n_trees: int = param(1, "Must be 1: one fine-tuned encoder and tree; combine models with `xmtc ensemble`.",
                          minimum=1)
+    tree_shape: str = param("full", "Label tree: full = 'branching' children at every level (yso-finna-en-2k-20k:"
+                            " [16, 256, 1994], the tree every transformer figure in benchmarks/RESULTS.md was"
+                            " measured with), binary = PECOS's leaf count, a power of two ([2, 32, 1994]).",
+                            choices=("binary", "full"))
 
     def validate(self, source: str) -> None:
         if self.n_trees != 1:
@@ -129,6 +142,14 @@ class XRTransformerConfig(TransformerParams):
                                     " (the label level too when L is below it).", minimum=2)
     shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
                                 " shortlist.", minimum=1)
+    coarse_epochs: float = param(0.0, "Passes over the training texts at every fine-tuned level but the last, a"
+                                 " fraction allowed (0 = 'epochs'). The paper's own configurations give coarse levels"
+                                 " fewer steps than the finest (PECOS's examples/xr-transformer-neurips21: eurlex-4k"
+                                 " 600/800/1200, amazon-670k 4000/4000/12000).", minimum=0.0)
+    shortlist: str = param("eq8", "Nodes a text is trained on at level t: eq8 = children of level t-1's top-k and of"
+                           " its positive nodes (the paper's eq. 8: every sibling of a positive is a negative);"
+                           " topk+positives = children of the top-k plus the positive nodes alone (xmtc before"
+                           " issue 9; the ablation in benchmarks/RESULTS.md).", choices=("eq8", "topk+positives"))
     bootstrap: str = param("linear", "How each level's head starts: eq. 11, the level's loss minimised on its"
                            " eq. 8 shortlist with the current embeddings by the project's linear solver (linear);"
                            " the parent's row (inherit; an error after a level that was not fine-tuned); or"
@@ -169,12 +190,12 @@ class _TransformerModel(XRLinear):
         from ..neural.finetune import FinetuneSettings
 
         return FinetuneSettings(
-            epochs=cfg.epochs, batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+            epochs=cfg.epochs, coarse_epochs=getattr(cfg, "coarse_epochs", 0.0), batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
             head_learning_rate=cfg.head_learning_rate, weight_decay=cfg.weight_decay,
             warmup_ratio=cfg.warmup_ratio, grad_accumulation=cfg.grad_accumulation,
             max_grad_norm=cfg.max_grad_norm, loss=cfg.loss, neg_weight=cfg.neg_weight,
             shortlist_topk=getattr(cfg, "shortlist_topk", cfg.beam_size),
-            bootstrap=getattr(cfg, "bootstrap", "random"), pooling=cfg.pooling, precision=cfg.precision,
+            bootstrap=getattr(cfg, "bootstrap", "random"), shortlist=getattr(cfg, "shortlist", "eq8"), pooling=cfg.pooling, precision=cfg.precision,
             encode_batch_size=cfg.encode_batch_size, seed=cfg.seed, checkpoint_every=cfg.checkpoint_every,
             n_threads=resolve_threads(cfg.n_threads))
 
@@ -217,7 +238,8 @@ class _TransformerModel(XRLinear):
         from ..index.kmeans import build_label_tree
 
         tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=self._leaf_size(cfg, Y.shape[1]),
-                                seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads)
+                                seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads,
+                                shape=cfg.tree_shape)
         chain = tree.chain
         levels = self._levels(chain, cfg)
         log.info("%s: tree levels %s, fine-tuning on levels %s", type(self).__name__, tree.level_sizes,
@@ -258,7 +280,9 @@ class _TransformerModel(XRLinear):
 
             self.models_ = []
             self._set_matcher(chain, levels)
-            beam_ids, beam_sc = self._neural_beam(embeddings)
+            if cfg.matcher_heads == "refit":
+                self._refit_matcher_heads(embeddings, Y, chain, settings)
+            beam_ids, beam_sc = self._matcher_beam(embeddings)
             self.rankers_ = ClusterRankers().fit(
                 X_cat, Y, chain, self.matcher_levels_[-1] + 1, beam_ids, beam_sc, negatives=cfg.negatives,
                 C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol, max_iter=cfg.max_iter,
@@ -283,12 +307,33 @@ class _TransformerModel(XRLinear):
         self.matcher_levels_ = use
         self.matcher_children_ = [children_csr(chain[t].indices.astype(np.int64), chain[t].shape[1]) for t in use]
 
-    def _neural_beam(self, emb: np.ndarray):
+    def _refit_matcher_heads(self, emb: np.ndarray, Y: sp.csr_matrix, chain, settings) -> None:
+        """Replace the matcher levels' heads by eq. 11's optimum on the finished encoder's embeddings.
+
+        Measured on yso-finna-en-2k-20k (one saved model, rankers refit each time, beam 10, matcher_combine
+        ranker): recall of the positive level-2 clusters in the beam 53.4 -> 55.3, P@1 34.22 -> 35.18.
+        """
+        from ..neural.bootstrap import refit_heads
+        from ..neural.finetune import level_positives
+
+        t0 = time.perf_counter()
+        self.heads_.update(refit_heads(np.asarray(emb, dtype=np.float32), chain, self.matcher_levels_,
+                                       level_positives(Y, chain), settings.shortlist_topk,
+                                       neg_weight=settings.neg_weight, n_threads=settings.n_threads))
+        log.info("matcher heads of levels %s refit on the final embeddings in %.1fs", self.matcher_levels_,
+                 time.perf_counter() - t0)
+
+    def _matcher_beam(self, emb: np.ndarray):
+        """The neural matcher's beam; its scores are 1 where ``matcher_combine="ranker"`` (the rankers alone
+        then order the labels inside it)."""
         from ..neural.matcher import neural_beam
 
         heads = [self.heads_[t] for t in self.matcher_levels_]
-        return neural_beam(np.asarray(emb, dtype=np.float32), heads, self.matcher_children_, self.beam_size,
-                           post_processor="l3-hinge")
+        ids, sc = neural_beam(np.asarray(emb, dtype=np.float32), heads, self.matcher_children_, self.beam_size,
+                              post_processor="l3-hinge")
+        if self.matcher_combine == "ranker":
+            sc = np.where(ids >= 0, 1.0, 0.0).astype(np.float32)
+        return ids, sc
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self.matcher == "linear":
@@ -300,7 +345,7 @@ class _TransformerModel(XRLinear):
 
     def _neural_predict(self, X_cat: sp.csr_matrix, emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k of the neural matcher's beam on ``emb`` re-ranked on ``X_cat = [tfidf, embedding]``."""
-        beam_ids, beam_sc = self._neural_beam(emb)
+        beam_ids, beam_sc = self._matcher_beam(emb)
         return self.rankers_.predict_topk(X_cat, beam_ids, beam_sc, k, beam_size=self.beam_size,
                                           post_processor=self.post_processor)
 

@@ -101,3 +101,30 @@ def start_head(method: str, level: int, prev_level: int | None, *, n_nodes: int,
         prev_topk = prev_positive = None
     return bootstrap_linear(emb, positives, parent_of, n_parents, prev_topk, prev_positive,
                             neg_weight=neg_weight, n_threads=n_threads)
+
+
+def refit_heads(emb: np.ndarray, chain: list[sp.csr_matrix], levels: list[int], positives: list[sp.spmatrix],
+                shortlist_topk: int, *, neg_weight: float = 1.0, n_threads: int | None = None
+                ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """Eq. 11's objective solved again, top level first, on the *final* embeddings for consecutive ``levels``.
+
+    Why: the encoder keeps training after a level's head is done (level t+1 .. the last fine-tuned level),
+    so the heads of the upper levels no longer fit the embeddings they are applied to at prediction. Each
+    head here minimises its level's loss on the eq. 8 shortlist (children of the refitted level above's
+    top ``shortlist_topk`` ∪ of its positive nodes; every node at the first level) with the embeddings
+    the finished encoder produces. ``positives[t]`` (n, K_t) are the positive nodes of chain level t.
+    """
+    from .matcher import head_beam_step
+    from .shortlist import children_csr
+
+    heads, topk = {}, None
+    for i, t in enumerate(levels):
+        C = chain[t]
+        parent_of = C.indices.astype(np.int64)
+        first = i == 0
+        W, b = bootstrap_linear(emb, positives[t], parent_of, C.shape[1], None if first else topk,
+                                None if first else positives[t - 1], neg_weight=neg_weight, n_threads=n_threads)
+        heads[t] = (W, b)
+        topk, _ = head_beam_step(emb, W, b, None if first else topk, None,
+                                 None if first else children_csr(parent_of, C.shape[1]), shortlist_topk)
+    return heads

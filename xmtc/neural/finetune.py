@@ -39,7 +39,7 @@ from .optim import adamw
 from .reproducible import deterministic_cpu_ops
 from .losses import shortlist_loss
 from .matcher import head_beam_step
-from .shortlist import build_shortlist, children_csr
+from .shortlist import SHORTLISTS, build_shortlist, children_csr
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,7 @@ class FinetuneSettings:
     """What one fine-tuning run needs to know (filled from the estimators' configs)."""
 
     epochs: int = 1
+    coarse_epochs: float = 0.0
     batch_size: int = 32
     learning_rate: float = 5e-5
     head_learning_rate: float = 1e-3
@@ -60,6 +61,7 @@ class FinetuneSettings:
     neg_weight: float = 1.0
     shortlist_topk: int = 10
     bootstrap: str = "linear"
+    shortlist: str = "eq8"
     pooling: str = "mean"
     precision: str = "auto"
     encode_batch_size: int = 128
@@ -82,6 +84,12 @@ def label_mass(Y: sp.csr_matrix, anc: np.ndarray, n_nodes: int) -> sp.csr_matrix
     out = sp.csr_matrix(Y @ M)
     out.sort_indices()
     return out
+
+
+def level_positives(Y: sp.csr_matrix, chain: list[sp.csr_matrix]) -> list[sp.csr_matrix]:
+    """For every level t of ``chain``, the (n, K_t) 0/1 matrix of each document's positive nodes."""
+    return [sp.csr_matrix((label_mass(Y, node_of_label(chain, t), chain[t].shape[0]) != 0), dtype=np.float32)
+            for t in range(len(chain))]
 
 
 def _embedder(encoder, pooling: str):
@@ -134,7 +142,7 @@ class LevelTrainer:
 
     def __init__(self, encoder, head: RowSparseHead, tokenized: Tokenized, mass: sp.csr_matrix,
                  prev_topk, prev_positive, children, settings: FinetuneSettings, device, ctx: DistContext,
-                 level_name: str, rng_seed: int):
+                 level_name: str, rng_seed: int, epochs: float | None = None):
         import torch
 
         self.encoder, self.head, self.tokenized, self.mass = encoder, head, tokenized, mass
@@ -147,10 +155,12 @@ class LevelTrainer:
         # the peak rates the schedule scales (taken now: a restored optimiser holds the scaled ones)
         self.base_lrs = [g["lr"] for g in self.opt.param_groups]
         rng = np.random.default_rng(rng_seed)
-        batches = [tokenized.shuffled_batches(settings.batch_size, rng) for _ in range(settings.epochs)]
-        if ctx.active:  # every process the same number of steps, or DDP waits forever
-            keep = len(batches[0]) // ctx.world_size * ctx.world_size
-            batches = [b[:keep][ctx.rank::ctx.world_size] for b in batches]
+        epochs = float(settings.epochs if epochs is None else epochs)
+        batches = [tokenized.shuffled_batches(settings.batch_size, rng) for _ in range(max(1, math.ceil(epochs)))]
+        keep = len(batches[0]) // ctx.world_size * ctx.world_size  # every process the same number of steps,
+        part = epochs - math.floor(epochs)                           # or DDP waits forever
+        last = max(ctx.world_size, round(part * keep) // ctx.world_size * ctx.world_size) if part > 0 else keep
+        batches = [b[:keep if i < len(batches) - 1 else last][ctx.rank::ctx.world_size] for i, b in enumerate(batches)]
         self.batches = [b for epoch in batches for b in epoch]
         self.total_steps = max(1, math.ceil(len(self.batches) / settings.grad_accumulation))
         self.warmup = int(settings.warmup_ratio * self.total_steps)
@@ -206,7 +216,7 @@ class LevelTrainer:
                 ids = self.batches[self.micro]
                 ids_s, targets, weights = build_shortlist(
                     None if full else self.prev_topk[ids], self.mass[ids], self.children, s.neg_weight,
-                    prev_positive=None if full else self.prev_positive[ids])
+                    prev_positive=None if self.prev_positive is None else self.prev_positive[ids])
                 batch = self.tokenized.batch(ids, self.device)
                 hb = self.head.gather(torch.from_numpy(ids_s).to(self.device))
                 with autocast(self.device, s.precision):
@@ -271,14 +281,15 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
 
     if not levels or sorted(set(levels)) != list(levels):
         raise ConfigError(f"fine-tuning levels must be increasing and non-empty, got {levels}")
+    if settings.shortlist not in SHORTLISTS:
+        raise ConfigError(f"shortlist must be one of {', '.join(SHORTLISTS)}, got {settings.shortlist!r}")
     if settings.bootstrap not in BOOTSTRAPS:
         raise ConfigError(f"bootstrap must be one of {', '.join(BOOTSTRAPS)}, got {settings.bootstrap!r}")
     state = start_state or {"done": [], "heads": {}, "topk": None, "embeddings": None, "loss_curves": {},
                             "partial": None}
     state.setdefault("partial", None)
     hidden = encoder.config.hidden_size
-    targets = [sp.csr_matrix((label_mass(Y, node_of_label(chain, t), chain[t].shape[0]) != 0), dtype=np.float32)
-               for t in range(len(chain))]
+    targets = level_positives(Y, chain)
     prev_level = None
     for level in levels:
         C = chain[level]
@@ -291,7 +302,8 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
         children = children_csr(parent_of, C.shape[1])
         adjacent = prev_level is not None and prev_level == level - 1
         prev_topk = state["topk"] if adjacent else None
-        prev_positive = targets[level - 1] if adjacent else None
+        # eq. 8 expands the positive parents too; "topk+positives" adds only the positive nodes themselves
+        prev_positive = targets[level - 1] if adjacent and settings.shortlist == "eq8" else None
         name = f"level {level + 1}/{len(chain)} ({K} {'labels' if level == len(chain) - 1 else 'clusters'})"
         partial = state["partial"]
         if partial is not None and partial["level"] == level:
@@ -303,8 +315,9 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
                               positives=targets[level], prev_topk=prev_topk, prev_positive=prev_positive,
                               neg_weight=settings.neg_weight, n_threads=settings.n_threads)
         head = RowSparseHead(W, b, device)
+        epochs = settings.coarse_epochs if settings.coarse_epochs and level != levels[-1] else settings.epochs
         trainer = LevelTrainer(encoder, head, tokenized, mass, prev_topk, prev_positive, children, settings,
-                               device, ctx, name, rng_seed=settings.seed + 7919 * K)
+                               device, ctx, name, rng_seed=settings.seed + 7919 * K, epochs=epochs)
         if partial is not None and partial["level"] == level:
             trainer.restore(partial["trainer"])
             log.info("resume: %s from batch %d of %d", name, trainer.micro, len(trainer.batches))
