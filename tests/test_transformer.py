@@ -21,7 +21,7 @@ pytest.importorskip("transformers")
 
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
-from xmtc.errors import ConfigError  # noqa: E402
+from xmtc.errors import ConfigError, ModelFormatError  # noqa: E402
 from xmtc.neural.bootstrap import bootstrap_inherit, bootstrap_linear  # noqa: E402
 from xmtc.neural.heads import LazyAdam, RowSparseHead, merge_row_grads  # noqa: E402
 from xmtc.neural.losses import shortlist_loss  # noqa: E402
@@ -469,6 +469,37 @@ def test_each_ensemble_mode_equals_hand_computed_scores():
         order = sorted(scores, key=lambda l: (-scores[l], l))
         assert idx[0].tolist() == order, combine
         np.testing.assert_allclose(sc[0], [scores[l] for l in order], rtol=1e-6, err_msg=combine)
+
+
+def test_transformer_configs_have_no_tree_count():
+    """One fine-tuned encoder and tree: n_trees is no parameter of theirs (not one they inherit and refuse)."""
+    for cls in (xmtc.XRTransformer, xmtc.XTransformer):
+        assert "n_trees" not in cls().get_params()
+        with pytest.raises(ConfigError, match="n_trees"):
+            cls(n_trees=1)
+
+
+def test_a_model_saved_before_these_parameters_loads_as_it_was_trained(fitted, sample, tmp_path):
+    """A manifest with n_trees = 1 and no matcher_heads / matcher_combine: fine-tuned heads, scores multiplied."""
+    _, (texts, _) = sample
+    path = Path(fitted.save(tmp_path / "m"))
+    manifest = json.loads((path / "manifest.json").read_text())
+    params = manifest["params"]
+    params["n_trees"] = 1
+    del params["matcher_heads"], params["matcher_combine"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    old = xmtc.load(path)
+    assert (old.matcher_heads, old.matcher_combine) == ("fine-tuned", "product") and "n_trees" not in old.get_params()
+    fitted_product = fitted.set_params(matcher_combine="product")
+    try:
+        np.testing.assert_allclose(old.predict_topk(texts[:20], 5)[1], fitted_product.predict_topk(texts[:20], 5)[1],
+                                   rtol=1e-5, atol=1e-6)
+    finally:
+        fitted.set_params(matcher_combine="ranker")
+    params["n_trees"] = 2
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelFormatError, match="n_trees"):
+        xmtc.load(path)
 
 
 def test_missing_encoder_says_how_to_provide_one(sample, tmp_path):

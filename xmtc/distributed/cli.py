@@ -19,7 +19,8 @@ def train_hook(args, config) -> dict:
         raise ConfigError(f"--ray trains the linear models of {', '.join(RAY_METHODS)}; method {args.method!r} is"
                           " not supported")
     if getattr(config, "matcher", "linear") != "linear":
-        raise ConfigError("--ray trains the rankers of matcher 'linear'; matcher 'neural' trains its own")
+        raise ConfigError("--ray trains the rankers of matcher 'linear'; matcher 'neural' trains its own"
+                          " (X-Transformer's default: add --matcher linear to train on Ray)")
     parse_spec(args.ray)
     import_ray()
     return {"linear_fit": linear_fit(args.ray, args.output)}

@@ -102,8 +102,8 @@ def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
 
 
 @dataclass
-class XRLinearConfig(TfidfParams):
-    """Hyperparameters of XR-Linear; defaults follow PECOS's XR-Linear where it has one."""
+class LinearTreeParams(TfidfParams):
+    """The label tree, linear models and beam search: XR-Linear's, and the transformer methods' rankers."""
 
     branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
     max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
@@ -111,11 +111,6 @@ class XRLinearConfig(TfidfParams):
                             " that keeps leaves within max_leaf_size (PECOS's rule), full = branching^depth.",
                             choices=("binary", "full"))
     kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
-    n_trees: int = param(0, "Number of trees (differently seeded indexings) whose scores are averaged;"
-                         f" 0 = auto: {AUTO_TREES} when the labels need a tree and number at most"
-                         f" {AUTO_TREES_MAX_LABELS:,}, else 1. Three trees measured +0.13 to +1.27 P@1 and +0.14"
-                         " to +0.51 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
-                         " seeds); each tree adds one tree's train and predict time.", minimum=0)
     negatives: str = param("tfn", "Hard negatives for each node's classifier: teacher-forced (tfn),"
                            " matcher-aware (man) or both. PECOS's default, tfn, measured as accurate as"
                            " tfn+man on yso-finna-en at a quarter of the training time.",
@@ -140,6 +135,17 @@ class XRLinearConfig(TfidfParams):
 
     def tfidf(self) -> TfidfParams:
         return TfidfParams(**{f: getattr(self, f) for f in TfidfParams.__dataclass_fields__})
+
+
+@dataclass
+class XRLinearConfig(LinearTreeParams):
+    """Hyperparameters of XR-Linear; defaults follow PECOS's XR-Linear where it has one."""
+
+    n_trees: int = param(0, "Number of trees (differently seeded indexings) whose scores are averaged;"
+                         f" 0 = auto: {AUTO_TREES} when the labels need a tree and number at most"
+                         f" {AUTO_TREES_MAX_LABELS:,}, else 1. Three trees measured +0.13 to +1.27 P@1 and +0.14"
+                         " to +0.51 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
+                         " seeds); each tree adds one tree's train and predict time.", minimum=0)
 
 
 @register
@@ -308,9 +314,10 @@ class XRLinear(XMCModel):
             self._check_feature_count(reader, self.featurizer_.n_features_)
         self.models_ = []
         n_trees = sum(1 for name in names if isinstance(name, str) and name.startswith("tree-"))
-        if n_trees < 1 or (self.n_trees > 0 and n_trees != self.n_trees):
+        wanted = getattr(self, "n_trees", 1)  # the transformer methods have one tree and no such parameter
+        if n_trees < 1 or (wanted > 0 and n_trees != wanted):
             raise ModelFormatError(f"{reader.folder}: the manifest has {n_trees} tree stage(s); n_trees is"
-                                   f" {self.n_trees}" + (" (0 = auto)" if self.n_trees == 0 else ""))
+                                   f" {wanted}" + (" (0 = auto)" if wanted == 0 else ""))
         for t in range(n_trees):
             # memory-mapped: the beam layout (format 2) is used in place, so a model larger than RAM
             # predicts and processes serving one model share its pages; format 1 files are rebuilt

@@ -10,26 +10,38 @@ tree, one-vs-all linear levels, beam search):
 * **X-Transformer** (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of
   label representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``,
   the encoder's embedding of each label's text), then fine-tuning on one level of ``n_clusters``
-  clusters with a fresh head and every cluster scored.
+  clusters with a fresh head and every cluster scored; by default its matcher is the neural one
+  (the paper's matcher->ranker design: the head's top clusters, rankers inside them).
 
 Matching and ranking (``matcher``):
 
-* ``neural`` (the papers): a beam search with the fine-tuned heads over the fine-tuned cluster levels
-  (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear rankers on ``[tfidf, w *
-  normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them, trained with TFN (texts
-  positive in the cluster) + MAN (the texts the *neural matcher's* beam sent there by mistake). Final
-  score = ranker score through PECOS's ``l3-hinge`` transform times the matcher's beam score, the rule
-  of PECOS's ``XLinearModel.predict(csr_codes=...)`` (``pecos/xmc/base.py``, ``PostProcessor``), with
-  which PECOS's ``TransformerMatcher.predict`` hands a matcher's clusters to a ranker.
-* ``linear``: an XR-Linear model (matcher levels + rankers, TFN + MAN of its own beam) on the same
-  concatenated features over the whole tree; the fine-tuned heads only shape the embedding. This is
-  what PECOS 1.2.8's ``XTransformer.predict`` does (read in ``pecos/xmc/xtransformer/model.py``: it
-  encodes, concatenates and calls ``concat_model.predict`` without the matcher's predictions), and
-  what xmtc did before issue 9.
+* ``linear`` (the default; XR-Transformer's inference as the paper draws it, and PECOS's): an XR-Linear
+  model (matcher levels + rankers, TFN + MAN of its own beam) on ``[tfidf, w * normalize(emb)]`` over the
+  whole tree; the fine-tuned heads only shape the embedding. The paper's Figure 3 caption: "Only the
+  transformer vectorizer Φdnn, refined HLT and {W(t)} are needed during inference"; PECOS 1.2.8's
+  ``XTransformer.predict`` (``pecos/xmc/xtransformer/model.py``) encodes with ``only_embeddings=True``,
+  concatenates and calls ``concat_model.predict`` without ``csr_codes``: a beam search from the root.
+  (Issue 9 took the matcher->ranker path for the paper's; the paper and its code say otherwise.)
+* ``neural`` (X-Transformer's matcher->ranker design, KDD'20): a beam search with the level heads over
+  the fine-tuned cluster levels (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear
+  rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them,
+  trained with TFN (texts positive in the cluster) + MAN (the texts the *neural matcher's* beam sent
+  there by mistake). Two choices the papers leave open, each selectable:
 
-``linear`` is the default because it measures better: on yso-finna-en-2k-20k (MiniLM-L6, length 32, one
-epoch, CPU fp32) it reached P@1 36.96 / P@5 11.53 against PECOS XR-Transformer's 34.18 / 10.44, and
-``neural`` 31.62 / 9.04 in one run (benchmarks/RESULTS.md); a side-by-side run of both is still owed.
+  - ``matcher_heads``: ``refit`` (default) solves eq. 11's objective again for every matcher level on
+    the finished encoder's embeddings (:func:`xmtc.neural.bootstrap.refit_heads`); ``fine-tuned`` keeps
+    the heads as their level left them, although the encoder went on training on the levels below, so
+    at prediction they meet embeddings they were not trained on.
+  - ``matcher_combine``: ``ranker`` (default) orders the labels inside the beam by the ranker's
+    l3-hinge score alone; ``product`` multiplies it with the matcher's beam score, the rule of PECOS's
+    ``XLinearModel.predict(csr_codes=...)`` (``pecos/xmc/base.py``, ``PostProcessor``).
+
+Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads,
+2026-11-25; benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
+the same host: ``linear`` 35.68 / 11.44 in 497 s; ``neural`` 35.18 / 10.92 in 534 s with the defaults above,
+31.56 / 8.99 with ``fine-tuned`` heads and ``product`` (what issue 9 first built). ``linear`` measures better
+and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level leaves no stale head, measured
+36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear``: ``neural`` is its default.
 
 Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
 all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
@@ -56,13 +68,13 @@ from ..errors import ConfigError, DataFormatError, ModelFormatError
 from ..index.pifa import normalize_rows, pifa
 from .base import as_label_matrix, register
 from .storage import ModelReader, ModelWriter
-from .xr_linear import XRLinear, XRLinearConfig, _check_texts, _plain_linear_fit, resolve_threads
+from .xr_linear import LinearTreeParams, XRLinear, _check_texts, _plain_linear_fit, resolve_threads
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
-class TransformerParams(XRLinearConfig):
+class TransformerParams(LinearTreeParams):
     """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
 
     negatives: str = param("tfn+man", "Hard negatives of the rankers on TF-IDF + embedding: teacher-forced"
@@ -100,13 +112,12 @@ class TransformerParams(XRLinearConfig):
     precision: str = param("auto", "Matrix products in bf16 (weights stay fp32): auto = on CUDA and on CPUs"
                            " with native bf16 (AVX512-BF16/AMX), bf16 = always, fp32 = never.",
                            choices=("auto", "bf16", "fp32"))
-    matcher: str = param("linear", "What selects the clusters the rankers score: neural = beam search with the"
-                         " fine-tuned level heads (the papers), rankers on TF-IDF + embedding within the beam,"
-                         " scores multiplied as PECOS's l3-hinge post-processor does; linear = an XR-Linear"
-                         " matcher on TF-IDF + embedding over the whole tree (PECOS 1.2.8's XR-Transformer"
-                         " prediction). yso-finna-en-2k-20k (benchmarks/RESULTS.md): linear P@1 36.96 / P@5"
-                         " 11.53 (PECOS XR-Transformer 34.18 / 10.44); neural 31.62 / 9.04 in one run, so"
-                         " linear is the default.",
+    matcher: str = param("linear", "What selects the clusters the rankers score: linear = an XR-Linear matcher on"
+                         " TF-IDF + embedding over the whole tree (XR-Transformer's inference in the paper and in"
+                         " PECOS); neural = beam search with the level heads, rankers on TF-IDF + embedding within"
+                         " the beam (X-Transformer's design). yso-finna-en-2k-20k, fp32 (benchmarks/RESULTS.md):"
+                         " linear P@1 35.68 / P@5 11.44 in 497 s, neural 35.18 / 10.92 in 534 s, PECOS"
+                         " XR-Transformer 34.18 / 10.44 in 1,670 s on the same host; linear is the default.",
                          choices=("neural", "linear"))
     matcher_heads: str = param("refit", "matcher neural: the heads its beam walks. refit = each matcher level's"
                                " head solved again (eq. 11's objective on the eq. 8 shortlist) on the embeddings"
@@ -119,17 +130,12 @@ class TransformerParams(XRLinearConfig):
                                  " rule).", choices=("ranker", "product"))
     checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
                                   " optimiser steps inside a level (0 = only after each level).", minimum=0)
-    n_trees: int = param(1, "Must be 1: one fine-tuned encoder and tree; combine models with `xmtc ensemble`.",
-                         minimum=1)
     tree_shape: str = param("full", "Label tree: full = 'branching' children at every level (yso-finna-en-2k-20k:"
                             " [16, 256, 1994], the tree every transformer figure in benchmarks/RESULTS.md was"
                             " measured with), binary = PECOS's leaf count, a power of two ([2, 32, 1994]).",
                             choices=("binary", "full"))
 
     def validate(self, source: str) -> None:
-        if self.n_trees != 1:
-            raise ConfigError(f"{source}: 'n_trees' must be 1 for transformer methods; combine several"
-                              " models with `xmtc ensemble` instead")
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"{source}: 'device' must be auto, cpu, cuda or cuda:N, got {self.device!r}")
 
@@ -161,6 +167,11 @@ class XRTransformerConfig(TransformerParams):
 class XTransformerConfig(TransformerParams):
     """X-Transformer: semantic label indexing, fine-tuning on the leaf clusters only."""
 
+    matcher: str = param("neural", "What selects the clusters the rankers score: neural = the fine-tuned"
+                         " cluster head's top clusters, rankers on TF-IDF + embedding within them (the paper's"
+                         " matcher->ranker design); linear = an XR-Linear matcher on TF-IDF + embedding over the"
+                         " whole tree. yso-finna-en-2k-20k, fp32 (benchmarks/RESULTS.md): neural P@1 36.30 / P@5"
+                         " 12.44 in 191 s, linear 34.48 / 11.52 in 187 s.", choices=("neural", "linear"))
     indexer: str = param("pifa-tfidf", "Label representation for the tree: PIFA on TF-IDF, PIFA on the"
                          " pretrained encoder's embeddings, or the encoder's embedding of the label texts.",
                          choices=("pifa-tfidf", "pifa-neural", "text-emb"))
@@ -175,6 +186,22 @@ class _TransformerModel(XRLinear):
     """Shared fit / transform / save / load of the two transformer methods (subclasses pick the levels)."""
 
     config_class = TransformerParams
+
+    # models saved before these parameters existed: what they were then (every one had one tree, and a
+    # neural matcher with the heads as fine-tuned, scores multiplied)
+    _LEGACY = {"n_trees": 1}
+    _LEGACY_DEFAULTS = {"matcher_heads": "fine-tuned", "matcher_combine": "product"}
+
+    @classmethod
+    def _params_from_manifest(cls, reader: ModelReader) -> dict:
+        params = dict(reader.manifest.get("params") or {})
+        for key, value in cls._LEGACY.items():
+            if key in params and params[key] == value:
+                del params[key]
+        for key, value in cls._LEGACY_DEFAULTS.items():
+            params.setdefault(key, value)
+        reader.manifest["params"] = params
+        return super()._params_from_manifest(reader)
 
     # -- the parts subclasses choose ----------------------------------------------------------
     def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device) -> Any:
