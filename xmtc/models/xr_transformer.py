@@ -217,12 +217,14 @@ class _TransformerModel(XRLinear):
         from ..neural.finetune import FinetuneSettings
 
         return FinetuneSettings(
-            epochs=cfg.epochs, coarse_epochs=getattr(cfg, "coarse_epochs", 0.0), batch_size=cfg.batch_size, learning_rate=cfg.learning_rate,
+            epochs=cfg.epochs, coarse_epochs=getattr(cfg, "coarse_epochs", 0.0), batch_size=cfg.batch_size,
+            learning_rate=cfg.learning_rate,
             head_learning_rate=cfg.head_learning_rate, weight_decay=cfg.weight_decay,
             warmup_ratio=cfg.warmup_ratio, grad_accumulation=cfg.grad_accumulation,
             max_grad_norm=cfg.max_grad_norm, loss=cfg.loss, neg_weight=cfg.neg_weight,
             shortlist_topk=getattr(cfg, "shortlist_topk", cfg.beam_size),
-            bootstrap=getattr(cfg, "bootstrap", "random"), shortlist=getattr(cfg, "shortlist", "eq8"), pooling=cfg.pooling, precision=cfg.precision,
+            bootstrap=getattr(cfg, "bootstrap", "random"), shortlist=getattr(cfg, "shortlist", "eq8"),
+            pooling=cfg.pooling, precision=cfg.precision,
             encode_batch_size=cfg.encode_batch_size, seed=cfg.seed, checkpoint_every=cfg.checkpoint_every,
             n_threads=resolve_threads(cfg.n_threads))
 
