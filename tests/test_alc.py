@@ -243,7 +243,7 @@ def test_with_alc_adds_exactly_the_auxiliary_term_on_a_hand_made_batch():
 
 
 def test_network_without_the_hook_refuses_alc():
-    from xmtc.neural.e2e import LossOut, Network
+    from xmtc.neural.network import LossOut, Network
 
     net = Network()
     with pytest.raises(ConfigError, match="does not support the ALC"):
@@ -325,3 +325,94 @@ def test_alc_in_training_zero_weights_change_nothing_and_nonzero_weights_do(yso_
     on.save(tmp_path / "m")
     p_l, s_l = load(tmp_path / "m")._predict_batch(texts, 5)
     assert np.array_equal(p_l, p_on) and np.allclose(s_l, s_on, atol=1e-6)
+
+
+# -- the auxiliary terms and their gradient on the label rows, by hand ------------------------------------
+def _alc_numpy(q, L, pos, w, b, beta1, beta2, tcm_w, m_pos, m_neg):
+    """The module docstring's equations in float64 numpy: (L_ql, L_qb, L_tcm, total) for text vectors ``q``
+    (B, d), label vectors ``L`` (C, d), positives ``pos`` (B, C) and a linear pair head (w (4d,), b)."""
+    d = q.shape[1]
+    w1, w2, w3, w4 = w[:d], w[d:2 * d], w[2 * d:3 * d], w[3 * d:]
+    s = (q @ w1)[:, None] + (L @ w2)[None, :] + np.abs(q[:, None] - L[None]) @ w3 + q @ (L * w4).T + b
+    softplus = lambda v: np.logaddexp(0.0, v)  # noqa: E731
+
+    def contrast(allowed):
+        terms = []
+        for i in range(q.shape[0]):
+            if not allowed[i].any():
+                continue
+            n = int(np.flatnonzero(allowed[i])[np.argmax(s[i, allowed[i]])])        # hardest negative
+            terms += [softplus(-s[i, p]) + softplus(s[i, n]) for p in np.flatnonzero(pos[i])]
+        return float(np.mean(terms)) if terms else 0.0
+
+    ql = contrast(~pos)
+    others = (pos.sum(0, keepdims=True) - pos) > 0
+    qb = contrast(others & ~pos)
+    S = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (L / np.linalg.norm(L, axis=1, keepdims=True)).T
+    vp, vn = pos & (S <= m_pos), ~pos & (S >= m_neg)
+    tcm = (m_pos - S)[vp].sum() / max(vp.sum(), 1) + (S - m_neg)[vn].sum() / max(vn.sum(), 1)
+    return ql, qb, tcm, beta1 * ql + beta2 * qb + tcm_w * tcm
+
+
+def test_alc_terms_and_their_gradient_on_the_label_rows_equal_the_equations_on_a_hand_batch():
+    """On the hand-made LightXML batch, ``with_alc`` adds ``beta1 L_ql + beta2 L_qb + w L_tcm`` whose three
+    terms equal a float64 numpy evaluation of the module's equations (hardest negative by pair-head score
+    among the non-positives / the other texts' positives, TCM over the violating pairs); the gradient the
+    ALC term sends to the label-embedding rows equals the finite-difference gradient of that numpy
+    function; and one lazy Adam step on the merged rows (what the trainer does) moves every row by
+    ``-lr sign(dL_base/du + dL_alc/du)``."""
+    from xmtc.neural.heads import LazyAdam, merge_row_grads
+
+    net = tiny_lightxml()
+    rep, Y = tiny_batch()
+    net.attach_alc(A.ALC(3, beta1=0.7, beta2=1.3, tcm_weight=0.5, margins=(0.8, 0.1), seed=5))
+    base = net.training_loss(rep, Y)
+    out = A.with_alc(net, rep, Y, net.training_loss(rep, Y))
+    q = net.bottleneck(rep).detach().double().numpy()
+    U = net.sparse_heads["labels"].weight.double().numpy().copy()
+    pos = Y.toarray() > 0                                   # the union of the candidates is labels 0..5
+    w = net.alc.head.net.weight.detach().double().numpy()[0]
+    bias = float(net.alc.head.net.bias.detach())
+    f = lambda UU: _alc_numpy(q, UU, pos, w, bias, 0.7, 1.3, 0.5, 0.8, 0.1)  # noqa: E731
+    ql, qb, tcm, total = f(U)
+    assert (out.parts["alc_ql"], out.parts["alc_qb"], out.parts["tcm"]) == (
+        pytest.approx(ql, rel=1e-5), pytest.approx(qb, rel=1e-5), pytest.approx(tcm, rel=1e-5, abs=1e-7))
+    assert min(ql, qb) > 0.1 and tcm > 0                    # every term takes part
+    assert (out.loss - base.loss).item() == pytest.approx(total, rel=1e-5)
+    out.loss.backward()
+    (_, hb_base), (_, hb_alc) = out.rows
+    assert hb_alc.rows.tolist() == [0, 1, 2, 3, 4, 5]
+    eps, fd = 1e-6, np.zeros_like(U)
+    for r in range(U.shape[0]):
+        for c in range(U.shape[1]):
+            up, dn = U.copy(), U.copy()
+            up[r, c] += eps
+            dn[r, c] -= eps
+            fd[r, c] = (f(up)[3] - f(dn)[3]) / (2 * eps)
+    assert np.abs(fd).max() > 1e-2
+    np.testing.assert_allclose(hb_alc.w.grad.double().numpy(), fd, atol=2e-5, rtol=1e-4)
+    # the step: both gradients of the label head merged row by row, then lazy Adam's first step
+    opt = LazyAdam(net.sparse_heads["labels"], lr=0.01)
+    rows, gw, gb = merge_row_grads([hb_base.grads(), hb_alc.grads()])
+    g = np.zeros_like(U)
+    g[hb_base.rows.numpy()] += hb_base.w.grad.double().numpy()
+    g += fd
+    opt.step(rows, gw, gb)
+    moved = net.sparse_heads["labels"].weight.double().numpy() - U
+    big = np.abs(g) > 1e-4
+    assert big.sum() > 0.8 * big.size
+    np.testing.assert_allclose(moved[big], -0.01 * np.sign(g[big]), rtol=1e-3)
+
+
+def test_a_batch_without_pairs_gives_a_zero_loss_connected_to_every_input_and_head_parameter():
+    """When no text has both a positive and a negative, ``ql_loss`` is 0 but still part of the graph: h_q, h_l
+    and every pair-head parameter get a zero gradient (not None), so the optimiser's step and a
+    distributed gradient reduction see the same parameters in every batch."""
+    head = A.PairHead(2, hidden=3, seed=0)
+    h_q = torch.tensor([[1.0, 0.0], [0.0, 1.0]], requires_grad=True)
+    h_l = torch.tensor([[0.5, 0.5], [1.0, -1.0]], requires_grad=True)
+    z = A.ql_loss(head, h_q, h_l, torch.ones(2, 2, dtype=torch.bool))
+    assert z.item() == 0.0
+    z.backward()
+    for t in [h_q, h_l, *head.parameters()]:
+        assert t.grad is not None and torch.count_nonzero(t.grad) == 0

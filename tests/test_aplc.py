@@ -330,6 +330,7 @@ def test_xlnet_loads_through_the_core_and_pools_its_cls_token(sample, tmp_path):
     np.testing.assert_allclose(s1, s2, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_ddp_training_with_batches_touching_different_tail_clusters(sample, encoder_dir, tmp_path):
     """Two processes whose batches touch different tail clusters still merge the same heads each step
     (a process skipping a head's all-gather would leave the other waiting until the timeout)."""
@@ -349,3 +350,58 @@ def test_ddp_training_with_batches_touching_different_tail_clusters(sample, enco
                          timeout=240)
     assert run.returncode == 0, run.stderr[-8000:]
     assert xmtc.load(tmp_path / "m").network_.n_tail == 3
+
+
+# -- the training step against a hand computation: which clusters each text is scored on, and the loss ---
+def test_training_step_scores_each_text_on_the_head_and_only_its_own_positive_tail_clusters():
+    """``training_loss`` with 3 tail clusters, biases and LayerNorm projections equals the numpy computation
+    of the reference's normalised BCE: every head label; for each tail cluster holding a positive of the
+    text, every label of it on ``log sigma(u_node) + log sigma(z)``; for the other clusters the node alone
+    (``softplus(u_node)``); divided per text by its number of terms. Only the clusters some text touches
+    are gathered, whole."""
+    L, d = 12, 8
+    order = np.array([4, 9, 0, 11, 2, 7, 1, 10, 5, 3, 8, 6])       # rank -> label id
+    net = APLCNetwork(order, np.array([0, 3, 6, 9, 12]), d, summary_size=d, div_value=1.5, bias=True, seed=3)
+    rng = np.random.default_rng(8)
+    with torch.no_grad():
+        net.head.weight.copy_(torch.tensor(rng.normal(size=(6, d)), dtype=torch.float32))
+        net.head.bias.copy_(torch.tensor(rng.normal(size=6), dtype=torch.float32))
+        for i in range(3):
+            lin = net.tail_proj[i][0]
+            lin.weight.copy_(torch.tensor(rng.normal(size=tuple(lin.weight.shape)), dtype=torch.float32))
+            h = net.sparse_heads[f"tail{i + 1}"]
+            h.weight.copy_(torch.tensor(rng.normal(size=tuple(h.weight.shape)), dtype=torch.float32))
+            h.bias.copy_(torch.tensor(rng.normal(size=3), dtype=torch.float32))
+    x = rng.normal(size=(4, d))
+    # text 0: label 11 (rank 3, cluster 1); text 1: labels 4 (head) and 3 (rank 9, cluster 3);
+    # text 2: label 9 (head) only; text 3: labels 2 and 5 (ranks 4 and 8: clusters 1 and 2)
+    Y = sp.csr_matrix((np.ones(6, np.float32), ([0, 1, 1, 2, 3, 3], [11, 4, 3, 9, 2, 5])), shape=(4, L))
+    out = net.training_loss(torch.tensor(x, dtype=torch.float32), Y)
+
+    rank = np.argsort(order)
+    lsig = lambda v: -np.logaddexp(0.0, -v)  # noqa: E731
+    u = x @ net.head.weight.detach().numpy().T.astype(np.float64) + net.head.bias.detach().numpy()
+    want, n_terms = [], []
+    for i in range(4):
+        pos_ranks = {int(rank[l]) for l in Y[i].indices}
+        head_y = np.array([r in pos_ranks for r in range(3)], float)
+        terms = list(-(head_y * lsig(u[i, :3]) + (1 - head_y) * lsig(-u[i, :3])))
+        for c in range(3):
+            ranks_c = range(3 + 3 * c, 6 + 3 * c)
+            if not pos_ranks & set(ranks_c):
+                terms.append(-lsig(-u[i, 3 + c]))                     # the node alone: -log(1 - p(V))
+                continue
+            p = x[i] @ net.tail_proj[c][0].weight.detach().numpy().T.astype(np.float64)
+            t = np.maximum((p - p.mean()) / np.sqrt(p.var() + 1e-5), 0.0)
+            w, bb = net.sparse_heads[f"tail{c + 1}"].numpy()
+            logp = lsig(u[i, 3 + c]) + lsig(t @ w.T.astype(np.float64) + bb)
+            y = np.array([r in pos_ranks for r in ranks_c], float)
+            terms += list(-(y * logp + (1 - y) * np.log(-np.expm1(logp))))
+        want.append(np.sum(terms) / len(terms))
+        n_terms.append(len(terms))
+    assert n_terms == [3 + 3 + 1 + 1, 3 + 1 + 1 + 3, 3 + 1 + 1 + 1, 3 + 3 + 3 + 1]      # N_n per text
+    assert out.loss.item() == pytest.approx(np.mean(want), rel=1e-5)
+    assert {name: int(hb.rows.numel()) for name, hb in out.rows} == {"tail1": 3, "tail2": 3, "tail3": 3}
+    # a batch touching only cluster 1 gathers no row of clusters 2 and 3
+    one = net.training_loss(torch.tensor(x[:1], dtype=torch.float32), Y[:1])
+    assert {name: int(hb.rows.numel()) for name, hb in one.rows} == {"tail1": 3, "tail2": 0, "tail3": 0}

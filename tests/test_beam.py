@@ -191,3 +191,13 @@ def test_topk_to_csr():
     assert M.shape == (3, 5) and M.dtype == np.float32 and M.has_sorted_indices
     want = np.array([[0, 0.5, 0, 0, 0.9], [0] * 5, [0.3, 0, 0.2, 0.1, 0]], dtype=np.float32)
     np.testing.assert_array_equal(M.toarray(), want)
+
+
+def test_topk_to_csr_with_more_rows_than_columns_of_the_top_k():
+    """A (n, k) top-k with n != k: one csr row per text (the row pointer is sized by the texts, not by k)."""
+    idx = np.array([[2, -1], [-1, -1], [1, 0], [3, -1]], dtype=np.int32)
+    sc = np.array([[0.7, 0], [0, 0], [0.4, 0.2], [0.1, 0]], dtype=np.float32)
+    M = topk_to_csr(idx, sc, 4)
+    assert M.shape == (4, 4) and M.indptr.tolist() == [0, 1, 1, 3, 4]
+    np.testing.assert_array_equal(M.toarray(), np.array([[0, 0, 0.7, 0], [0] * 4, [0.2, 0.4, 0, 0], [0, 0, 0, 0.1]],
+                                                        dtype=np.float32))

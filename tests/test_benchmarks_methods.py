@@ -69,6 +69,7 @@ def recorded_pecos(tmp_path):
     return write
 
 
+@pytest.mark.slow
 def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_pecos):
     _toy(tmp_path / "data")
     base = ["--data-root", str(tmp_path / "data"), "--dataset", "toy", "--threads", "1", "--out",

@@ -46,7 +46,8 @@ def test_predict_writes_jsonl_in_input_order(model_dir, files, capsys):
     assert main(["predict", str(model_dir), str(files / "texts.txt"), "-k", "3", "-o", str(out), "-q"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 20
-    assert all(set(r) == {"labels", "scores"} and len(r["labels"]) == 3 for r in rows)
+    assert all(set(r) == {"line", "labels", "scores"} and len(r["labels"]) == 3 for r in rows)
+    assert [r["line"] for r in rows] == list(range(1, 21))
     assert main(["predict", str(model_dir), str(files / "texts.txt"), "-k", "3", "-q"]) == 0
     assert [json.loads(line) for line in capsys.readouterr().out.splitlines()] == rows
 

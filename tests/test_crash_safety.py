@@ -49,7 +49,7 @@ def counted(fn):
             os.kill(os.getpid(), signal.SIGKILL)
         return fn(*a, **k)
     return wrapper
-storage._write_arrays = counted(storage._write_arrays)
+storage.write_arrays = counted(storage.write_arrays)
 storage.ModelWriter.json = counted(storage.ModelWriter.json)
 swap.fsync_tree = counted(swap.fsync_tree)
 swap.fsync_dir = counted(swap.fsync_dir)

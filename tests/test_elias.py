@@ -336,3 +336,117 @@ def test_approx_initialisation_starts_the_edges_at_beta_times_the_row_share():
     expected = np.minimum(1.0, 2.0 * values / values.sum(1, keepdims=True))
     np.testing.assert_allclose(net.edge_weights().detach().numpy(), expected, rtol=1e-6)
     assert net.parent.tolist() == [0, 0, 0, 1]        # label 1: 0.67 from cluster 0 beats 0.4 from cluster 1
+
+
+# -- the training step against a hand computation: the cluster beam and the shortlist fed to the loss ------
+def _np_softmax(z, axis=-1):
+    e = np.exp(z - z.max(axis=axis, keepdims=True))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _np_sigmoid(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def _elias_by_hand(net, x, pos, W_C, edge_w, adj, K):
+    """ELIAS's training step in numpy: per text the top-b clusters of ``softmax(W_C x)`` (alpha = 1) plus the
+    positive's parent, every edge's path ``s_c * s_cl`` (a label keeps its best), the top-K paths, their
+    final scores and the two loss terms. Returns (top-K label sets, loss_cls, loss_path, cluster sets)."""
+    W_L, b_L = (a.astype(np.float64) for a in net.sparse_heads["labels"].numpy())
+    s = _np_softmax(x @ W_C.T)
+    sets, cls_terms, path_terms, cl_sets = [], [], [], []
+    for i in range(x.shape[0]):
+        order = np.argsort(-s[i])
+        assert s[i, order[net.beam_size - 1]] - s[i, order[net.beam_size]] > 1e-4     # no tie at the cut
+        parent = int(net.parent[pos[i]])
+        clusters = set(order[:net.beam_size].tolist()) | {parent}
+        cl_sets.append(clusters)
+        path = {}
+        for c in clusters:
+            for j, l in enumerate(adj[c]):
+                if l >= 0:
+                    path[int(l)] = max(path.get(int(l), 0.0), s[i, c] * edge_w[c, j])
+        ranked = sorted(path, key=lambda l: -path[l])
+        if len(ranked) > K:
+            assert path[ranked[K - 1]] - path[ranked[K]] > 1e-6                    # no tie at the cut
+        top = ranked[:K]
+        sets.append(set(top))
+        final = np.array([path[l] * _np_sigmoid(W_L[l] @ x[i] + b_L[l]) for l in top])
+        y = np.array([l == pos[i] for l in top], dtype=float)
+        terms = -(y * np.log(final) + (1 - y) * np.log(1 - final))
+        width = min(K, len(clusters) * adj.shape[1])               # the shortlist's width
+        cls_terms.append(np.r_[terms, np.zeros(width - len(top))])  # padded slots: score 0, target 0, BCE 0
+        path_terms.append(-np.log(path[pos[i]]))
+    return sets, float(np.mean(cls_terms)), float(np.mean(path_terms)), cl_sets
+
+
+def test_stage1_training_beam_is_the_top3_of_20_clusters_plus_the_positives_parent():
+    """Stage 1's ``training_loss`` expands the top ``beam_size`` = 3 of 20 clusters by ``alpha softmax(W_C x)``
+    plus each positive's tree cluster (teacher forcing), scores every label of them (edge weight 1) and
+    its loss is mean BCE(path x sigmoid(w_l x + b_l), y) + lambda mean(-log path(positive)). A random
+    choice of the 3 beam clusters coincides with probability below 1 / C(19, 3)^4."""
+    C, per, h = 20, 3, 4
+    col = np.repeat(np.arange(C), per)
+    adj = tree_adjacency(col, C)
+    net = ELIASNetwork(h, C * per, adj, stage=1, alpha=1.0, beam_size=3, shortlist_size=2000, loss_lambda=0.3,
+                       extra_train_clusters=5, dropout=0.0, seed=2)
+    rng = np.random.default_rng(11)
+    W_C = rng.normal(scale=2.0, size=(C, h))
+    with torch.no_grad():
+        net.cluster_head.weight.copy_(torch.tensor(W_C, dtype=torch.float32))
+        net.cluster_head.bias.zero_()
+    x = rng.normal(size=(4, h)).astype(np.float32)
+    s = _np_softmax(x.astype(np.float64) @ W_C.T)
+    pos = [3 * int(np.argsort(s[i])[i]) + 1 for i in range(4)]          # a label of a cluster outside the top 3
+    Y = sp.csr_matrix((np.ones(4, np.float32), (np.arange(4), pos)), shape=(4, C * per))
+    net.train()
+    out = net.training_loss(torch.from_numpy(x), Y)
+    sets, l_cls, l_path, cl_sets = _elias_by_hand(net, x.astype(np.float64), pos, W_C, np.ones(adj.shape), adj,
+                                                  K=2000)
+    got = [set(r[r >= 0].tolist()) for r in np.asarray(out.candidates)]
+    assert got == sets and all(len(g) == 12 for g in got)                # 4 clusters x 3 labels
+    assert got == [{l for c in cs for l in range(3 * c, 3 * c + 3)} for cs in cl_sets]
+    assert out.parts["bce"] == pytest.approx(l_cls, rel=1e-5)
+    assert out.parts["path"] == pytest.approx(l_path, rel=1e-5)
+    assert out.loss.item() == pytest.approx(l_cls + 0.3 * l_path, rel=1e-5)
+
+
+def test_stage2_training_shortlist_is_the_top8_paths_of_the_top3_clusters_and_the_heaviest_parent():
+    """Stage 2: edges learned (``s_cl = beta row-softmax(a)``, beta = 1), a label in two clusters keeps its
+    best path, the parent is the cluster of the heaviest edge, and only the top ``shortlist_size`` = 8
+    paths of the 16 reach the classifier's BCE; the loss equals the numpy computation of the equations."""
+    C, h, kappa = 20, 4, 4
+    adj = np.array([[3 * c, 3 * c + 1, 3 * c + 2, (3 * c + 3) % 60] for c in range(C)])   # label 3c also in c-1
+    rng = np.random.default_rng(5)
+    logits = rng.normal(size=(C, kappa)).astype(np.float32)
+    net = ELIASNetwork(h, 60, adj, stage=2, alpha=1.0, beta=1.0, beam_size=3, shortlist_size=8, loss_lambda=0.4,
+                       extra_train_clusters=5, dropout=0.0, seed=4, adj_values=np.exp(logits))
+    W_C = rng.normal(scale=2.0, size=(C, h))
+    with torch.no_grad():
+        net.cluster_head.weight.copy_(torch.tensor(W_C, dtype=torch.float32))
+        net.cluster_head.bias.zero_()
+    edge_w = _np_softmax(logits.astype(np.float64))
+    # the parent of each label: the cluster whose edge to it weighs most
+    best = {}
+    for c in range(C):
+        for j in range(kappa):
+            l = int(adj[c, j])
+            if l not in best or edge_w[c, j] > best[l][0]:
+                best[l] = (edge_w[c, j], c)
+    net._refresh_parent()
+    assert net.parent.tolist() == [best[l][1] for l in range(60)]
+    x = rng.normal(size=(4, h)).astype(np.float32)
+    s = _np_softmax(x.astype(np.float64) @ W_C.T)
+    pos = []
+    for i in range(4):                      # a positive whose parent is outside the text's top 3
+        outside = set(np.argsort(-s[i])[3:].tolist())
+        pos.append(next(l for l in range(3 * i, 60) if best[l][1] in outside))
+    Y = sp.csr_matrix((np.ones(4, np.float32), (np.arange(4), pos)), shape=(4, 60))
+    net.train()
+    out = net.training_loss(torch.from_numpy(x), Y)
+    sets, l_cls, l_path, _ = _elias_by_hand(net, x.astype(np.float64), pos, W_C, edge_w, adj, K=8)
+    got = [set(r[r >= 0].tolist()) for r in np.asarray(out.candidates)]
+    assert got == sets and all(len(g) == 8 for g in got)
+    assert out.parts["bce"] == pytest.approx(l_cls, rel=1e-4)
+    assert out.parts["path"] == pytest.approx(l_path, rel=1e-5)
+    assert out.loss.item() == pytest.approx(l_cls + 0.4 * l_path, rel=1e-4)

@@ -126,6 +126,33 @@ def test_ensemble_explanation_weights_members(fitted, reuters_small):
             assert x["margin"] == pytest.approx(want, rel=1e-4, abs=1e-5)
 
 
+def test_ensemble_explanation_over_the_union_of_labels(fitted, reuters_small):
+    """A label one member lacks is explained by the members that know it, their weights renormalised."""
+    (texts, labels), (test_texts, _) = reuters_small
+    drop = {"earn", "acq"}  # the other member never sees the two commonest labels
+    kept = [i for i, y in enumerate(labels) if not drop & set(y)]
+    other = xmtc.XRLinear(max_leaf_size=8, branching=4, seed=3, n_trees=1, n_threads=2).fit(
+        [texts[i] for i in kept], [labels[i] for i in kept], progress=False)
+    assert drop.isdisjoint(other.labels_.names) and set(other.labels_.names) <= set(fitted.labels_.names)
+    ens = Ensemble([fitted, other], weights=[3.0, 1.0])
+    e = ens.explain(test_texts[:6], k=3, n_terms=10_000)
+    seen = set()
+    for i in range(6):
+        xi = fitted.transform(test_texts[i:i + 1]).toarray()[0]
+        xo = other.transform(test_texts[i:i + 1]).toarray()[0]
+        for x in e[i]:
+            j = fitted.labels_.index[x["label"]]
+            mine = sum(hand_margins(fitted.models_[0], xi, j))
+            if x["label"] in other.labels_.index:
+                theirs = sum(hand_margins(other.models_[0], xo, other.labels_.index[x["label"]]))
+                want = 0.75 * mine + 0.25 * theirs
+            else:
+                want = mine
+            seen.add(x["label"] in other.labels_.index)
+            assert x["margin"] == pytest.approx(want, rel=1e-4, abs=1e-5)
+    assert seen == {True, False}
+
+
 def test_cli_explain_prints_json_and_text(fitted, reuters_small, tmp_path, capsys):
     fitted.save(tmp_path / "m")
     text = reuters_small[1][0][0]

@@ -20,7 +20,8 @@ import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.models.base import as_label_matrix  # noqa: E402
-from xmtc.neural.e2e import EndToEndTrainer, TrainSettings, TrainingCheckpoint, precision_at  # noqa: E402
+from xmtc.neural.checkpoint import Checkpoint as TrainingCheckpoint  # noqa: E402
+from xmtc.neural.e2e import EndToEndTrainer, TrainSettings, precision_at  # noqa: E402
 from xmtc.neural.lightxml import (LightXMLNetwork, candidate_labels, cluster_members,  # noqa: E402
                                   sample_clusters)
 
@@ -291,6 +292,7 @@ exit_process(0)  # as `xmtc train` ends under torchrun: past the teardown that D
 """
 
 
+@pytest.mark.slow
 def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(data, tmp_path):
     import os
     import subprocess
@@ -365,3 +367,69 @@ def test_centroid_start_is_what_fit_trains_from(data, encoder_dir):
     assert has.all()
     got = net.generator.weight.detach().numpy()
     np.testing.assert_allclose(got[has], W[has], rtol=1e-3, atol=1e-3 * np.abs(W).max())
+
+
+# -- the training step against a hand computation: what the loss is fed ----------------------------------
+def _np_bce(logits, targets):
+    logits, targets = np.asarray(logits, np.float64), np.asarray(targets, np.float64)
+    return np.maximum(logits, 0) - logits * targets + np.log1p(np.exp(-np.abs(logits)))
+
+
+def test_training_step_feeds_the_generators_top3_of_20_clusters_and_their_labels_to_the_bce():
+    """``training_loss`` samples the candidate clusters as the top 3 of ``sigmoid(g) + y`` over 20 clusters
+    (the true clusters first, then the generator's current best: not random ones), scores every label of
+    them with targets = the text's positives, and its loss is BCE(labels) + BCE(clusters) of the paper.
+    A random choice of the negative clusters coincides with the expected 1-2 per text with probability
+    below 1 / C(19, 2)^4."""
+    C, per, h = 20, 3, 4
+    col = np.repeat(np.arange(C), per)                       # labels 3c, 3c+1, 3c+2 in cluster c
+    net = LightXMLNetwork(col, hidden_size=h, n_layers=1, hidden_dim=5, dropout=0.0, topk=3, seed=1)
+    rng = np.random.default_rng(7)
+    Wg = rng.normal(size=(C, h)).astype(np.float32)
+    bg = rng.normal(size=C).astype(np.float32)
+    with torch.no_grad():
+        net.generator.weight.copy_(torch.from_numpy(Wg))
+        net.generator.bias.copy_(torch.from_numpy(bg))
+    rep = rng.normal(size=(4, h)).astype(np.float32)
+    # text 0: label 5 (cluster 1); 1: labels 30, 59 (clusters 10, 19); 2: labels 0, 1 (cluster 0); 3: none
+    Y = sp.csr_matrix((np.ones(5, np.float32), ([0, 1, 1, 2, 2], [5, 30, 59, 0, 1])), shape=(4, C * per))
+    out = net.training_loss(torch.from_numpy(rep), Y)
+
+    g = rep.astype(np.float64) @ Wg.T + bg                    # (B, C) generator logits
+    yc = np.zeros((4, C))
+    yc[Y.nonzero()[0], col[Y.nonzero()[1]]] = 1
+    key = 1 / (1 + np.exp(-g)) + yc
+    top = np.argsort(-key, axis=1, kind="stable")[:, :3]
+    assert np.all(-np.diff(np.sort(key, 1)[:, ::-1][:, :4], axis=1) > 1e-4)   # no tie at the cut
+    cand = np.asarray(out.candidates)
+    expect = np.stack([np.concatenate([np.arange(c * per, c * per + per) for c in row]) for row in top])
+    np.testing.assert_array_equal(cand, expect)           # each text: 9 labels, true clusters first
+    Yd = Y.toarray()
+    target = np.take_along_axis(Yd, expect, axis=1)
+    assert target.sum() == Yd.sum()                         # every positive is a candidate
+    # the loss: BCE of s = u_l . (W_h e + b_h) on the candidates + BCE of g on the cluster targets
+    U = net.sparse_heads["labels"].weight.numpy().astype(np.float64)
+    z = rep.astype(np.float64) @ net.bottleneck.weight.detach().numpy().T.astype(np.float64) \
+        + net.bottleneck.bias.detach().numpy()
+    s = np.einsum("bsd,bd->bs", U[expect], z)
+    want_labels, want_clusters = _np_bce(s, target).mean(), _np_bce(g, yc).mean()
+    assert out.parts["labels"] == pytest.approx(want_labels, rel=1e-5)
+    assert out.parts["clusters"] == pytest.approx(want_clusters, rel=1e-5)
+    assert out.loss.item() == pytest.approx(want_labels + want_clusters, rel=1e-5)
+    # the label rows gathered for the gradient are exactly the candidates
+    (name, hb), = out.rows
+    assert name == "labels" and sorted(hb.rows.tolist()) == sorted(set(expect.ravel().tolist()))
+
+
+def test_every_positive_outside_the_sampled_clusters_is_appended_once_in_label_order():
+    """``candidate_labels`` appends each text's positives that lie outside its candidate clusters, every one of
+    them, in increasing label order and in that text's row (several texts with several such positives: a
+    packing that mixes rows would drop or misplace some)."""
+    members = cluster_members(np.repeat(np.arange(6), 2), 6)      # cluster c holds labels 2c, 2c+1
+    top = np.array([[0], [1], [2], [3]])
+    Y = sp.csr_matrix((np.ones(11, np.float32),
+                       ([0, 0, 0, 0, 1, 1, 1, 2, 2, 2, 2], [1, 4, 7, 11, 2, 9, 10, 0, 6, 8, 10])), shape=(4, 12))
+    cand, target = candidate_labels(top, members, Y)
+    assert cand.tolist() == [[0, 1, 4, 7, 11, -1], [2, 3, 9, 10, -1, -1], [4, 5, 0, 6, 8, 10],
+                             [6, 7, -1, -1, -1, -1]]
+    assert target.tolist() == [[0, 1, 1, 1, 1, 0], [1, 0, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1], [0] * 6]

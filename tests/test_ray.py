@@ -86,6 +86,7 @@ def test_predict_with_ray_writes_the_same_file(sample, tmp_path, ray_cluster):
     assert (tmp_path / "ray.jsonl").read_bytes() == plain
 
 
+@pytest.mark.slow
 def test_a_worker_that_dies_is_retried_and_the_model_is_unchanged(sample, tmp_path, ray_cluster, monkeypatch):
     """The first subtree task to start kills its own worker process (as the OOM killer or a lost node would);
     Ray runs it again, and the model folder is byte for byte the plain run's."""
@@ -136,6 +137,7 @@ def test_a_failing_subtree_task_is_named(tmp_path, ray_cluster):
             run(X, Y, chain, [broken], {"C_pos": 1.0})
 
 
+@pytest.mark.slow
 def test_matcher_aware_negatives_train_level_by_level_on_ray_and_give_the_same_model_folder(sample, tmp_path,
                                                                                             ray_cluster, capsys):
     args = ["train", str(sample / "train.txt"), "--max-leaf-size", "30", "--negatives", "tfn+man", "-q",
@@ -168,6 +170,7 @@ def test_a_failing_level_group_task_is_named(tmp_path, ray_cluster):
             run(X, Y, np.array([0, 0, 1, 1]), active, [np.array([0, 1])], {"no_such": 1}, 1)
 
 
+@pytest.mark.slow
 def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, ray_cluster, capsys):
     """XR-Transformer's linear matcher and rankers on [tfidf, embedding], with its default matcher-aware negatives
     (tfn+man), trained as Ray tasks level by level equal, array for array, the plain fit of the same features
@@ -176,7 +179,7 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
     pytest.importorskip("transformers")
     import xmtc
     from xmtc.distributed.ray_backend import linear_fit as ray_linear_fit
-    from xmtc.models.xr_linear import _plain_linear_fit
+    from xmtc.models.xr_linear import plain_linear_fit
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from conftest import make_tiny_bert
@@ -197,7 +200,7 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
     model = xmtc.XRTransformer(**params).fit(texts, labels, progress=False, linear_fit=spy)
     assert seen["X"].shape[1] == model.n_features_  # the [tfidf, embedding] features
     assert seen["kw"]["negatives"] == "tfn+man"
-    plain = _plain_linear_fit(seen["X"], seen["Y"], seen["tree"], **seen["kw"]).to_arrays(layout="beam")
+    plain = plain_linear_fit(seen["X"], seen["Y"], seen["tree"], **seen["kw"]).to_arrays(layout="beam")
     got = model.models_[0].to_arrays(layout="beam")
     assert sorted(plain) == sorted(got)
     for key in plain:

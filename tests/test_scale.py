@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
-import json
 
 import numpy as np
 import pytest
@@ -16,7 +14,7 @@ from xmtc.index.pifa import normalize_rows, pifa
 from xmtc.linear.hierarchy import HierarchicalLinearModel
 from xmtc.linear.levelwise import fit_by_levels, group_children, parent_groups
 from xmtc.linear.subtrees import choose_depth, cut, fit_by_subtrees
-from xmtc.models.storage import _mmap_arrays, _read_arrays, _write_arrays
+from xmtc.models.array_files import mmap_arrays as _mmap_arrays, read_arrays as _read_arrays, write_arrays as _write_arrays
 
 
 def _corpus(n=3000, L=400, d=2000, seed=0):

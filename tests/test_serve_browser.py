@@ -1,6 +1,7 @@
 """The web pages in a real headless Chromium (Debian's chromium + chromium-driver, through Selenium).
 
-Skipped, saying why, where Selenium, chromium or chromedriver is missing; CI installs them (.ci/run).
+Marked slow (run by .ci/run's ``pytest -m slow``); skipped, saying why, where Selenium, chromium or chromedriver
+is missing; CI installs them (.ci/run).
 Set XMTC_SCREENSHOTS=DIR to keep a PNG of each page.
 """
 
@@ -28,9 +29,10 @@ from serve_support import Server, build_model  # noqa: E402
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMEDRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if os.path.exists("/usr/bin/chromedriver")
                                                 else None)
-pytestmark = pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
-                                reason="no headless browser: install Debian's chromium and chromium-driver"
-                                       " (apt-get install chromium chromium-driver)")
+pytestmark = [pytest.mark.slow,  # a server and a Chromium per module: CI's `pytest -m slow` run (.ci/run)
+              pytest.mark.skipif(not (CHROMIUM and CHROMEDRIVER),
+                                 reason="no headless browser: install Debian's chromium and chromium-driver"
+                                        " (apt-get install chromium chromium-driver)")]
 TEXT = "History of the Finnish railways and their locomotives"
 
 

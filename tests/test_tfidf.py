@@ -115,8 +115,8 @@ TRICKY = [
 def test_scanner_and_regex_tokenisers_agree_exactly():
     pattern = re.compile(tfidf_mod.DEFAULT_TOKEN_PATTERN)
     for lowercase in (True, False):
-        tok_a, ptr_a, voc_a = tfidf_mod._tokenize_scanner(TRICKY, lowercase)
-        tok_b, ptr_b, voc_b = tfidf_mod._tokenize_regex(TRICKY, lowercase, pattern)
+        tok_a, ptr_a, voc_a = tfidf_mod.tokenize_scanner(TRICKY, lowercase)
+        tok_b, ptr_b, voc_b = tfidf_mod.tokenize_regex(TRICKY, lowercase, pattern)
         assert np.array_equal(ptr_a, ptr_b)
         assert [voc_a[i] for i in tok_a] == [voc_b[i] for i in tok_b]
         expected = [w for t in TRICKY for w in pattern.findall(t.lower() if lowercase else t)]
@@ -126,7 +126,7 @@ def test_scanner_and_regex_tokenisers_agree_exactly():
 def test_scanner_word_characters_match_re_on_every_code_point():
     everything = "".join(map(chr, range(0x110000)))
     texts = [everything[i:i + 100_000] for i in range(0, len(everything), 100_000)]
-    tok, ptr, voc = tfidf_mod._tokenize_scanner(texts, False)
+    tok, ptr, voc = tfidf_mod.tokenize_scanner(texts, False)
     expected = [w for t in texts for w in re.findall(tfidf_mod.DEFAULT_TOKEN_PATTERN, t)]
     assert [voc[i] for i in tok] == expected
 

@@ -11,15 +11,22 @@ Quick start::
 from ._version import __version__
 from .errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 
-__all__ = ["__version__", "XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "ELIAS", "load", "read_dataset", "evaluate", "XmtcError", "DataFormatError",
-           "ModelFormatError", "ConfigError", "NotFittedError"]
+from .registry import exported_names as _exported_names
+
+__all__ = ["__version__", *(n for n in _exported_names() if not n.endswith("Config")), "load", "read_dataset",
+           "evaluate", "XmtcError", "DataFormatError", "ModelFormatError", "ConfigError", "NotFittedError"]
 
 
 def __getattr__(name):
-    # Heavy modules (numba kernels) load on first use, so `xmtc --help` and `import xmtc` stay fast.
-    if name in ("XRLinear", "XRTransformer", "XTransformer", "LightXML", "CascadeXML", "APLC", "ELIAS", "load"):
-        from . import models
-        return getattr(models, name)
+    # Heavy modules (numba kernels, torch) load on first use, so `xmtc --help` and `import xmtc` stay fast.
+    from .registry import resolve_export
+
+    found = resolve_export(name)
+    if found is not None:
+        return found
+    if name == "load":
+        from .models import load
+        return load
     if name == "read_dataset":
         from .data import read_dataset
         return read_dataset

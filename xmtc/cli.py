@@ -17,6 +17,7 @@ import time
 from typing import Sequence
 
 from . import __version__
+from .commands.parsing import parse_strictly
 from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config
 from .errors import ConfigError, DataFormatError, XmtcError
 
@@ -40,7 +41,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _read_method(argv: Sequence[str]) -> str:
     """Find --method (or the config file's "method") before the full parser is built."""
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     pre.add_argument("--method", default=None)
     pre.add_argument("--config", default=None)
     known, _ = pre.parse_known_args(argv)
@@ -67,8 +68,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p = sub.add_parser("train", help="Train a model and save it to a folder.",
                        description="Train a model. Parameters shown are those of --method "
                                    f"(now: {method}); see `xmtc train --method NAME --help` for others.")
-    p.add_argument("train_file", help="Training data: TSV (labels<TAB>text), JSONL, XC sparse format or .npz;"
-                                      " gzip is read transparently; - reads stdin.")
+    p.add_argument("train_files", nargs="+", metavar="TRAIN_FILE",
+                   help="Training data: TSV (labels<TAB>text), JSONL, XC sparse format or .npz; gzip is read"
+                        " transparently; - reads stdin. Several files (any mix of formats) are read as one set.")
     p.add_argument("-o", "--output", required=True, help="Model folder to write (replaced atomically).")
     p.add_argument("--method", default="xr-linear", choices=names, help="Method to train (default: xr-linear).")
     p.add_argument("--config", help="JSON file with parameters (flat object; explicit flags override it).")
@@ -78,6 +80,18 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                                             " level (default: OUTPUT.checkpoint).")
     p.add_argument("--resume", action="store_true", help="Transformer methods: continue an interrupted run"
                                                          " from the last finished level in the checkpoint.")
+    own_split = _method_has_valid_size(estimator_class, method)
+    if not own_split:  # the end-to-end methods' own --valid-size (a parameter) is the split calibrated on
+        p.add_argument("--valid-size", type=float, default=None, metavar="X",
+                       help="Documents held out to calibrate the scores on: a fraction in [0, 1) or a count; 0"
+                            " trains on everything and keeps raw scores (default: a tenth, at most 5,000, none"
+                            " below 200 documents).")
+        p.add_argument("--valid-seed", type=int, default=0, help="Seed of the validation split (default: 0).")
+    p.add_argument("--calibration", default="isotonic", choices=("isotonic", "platt"),
+                   help="Score map fitted on the validation split (default: isotonic).")
+    p.add_argument("--refit", default="auto", choices=("auto", "true", "false"),
+                   help="After calibrating, fit again on every document, keeping the score maps (auto: for"
+                        " xr-linear when the split is at least 2%% of the documents).")
     p.add_argument("--ray", metavar="auto|local:N", help="xr-linear, and the linear matcher and rankers of"
                    " xr-transformer / x-transformer: train the label tree as Ray tasks (subtrees with tfn negatives,"
                    " each level's parent groups with matcher-aware ones) on the cluster at RAY_ADDRESS (auto) or a"
@@ -96,6 +110,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", help="Write JSONL here instead of stdout ('-': stdout).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP)
+    p.add_argument("--raw-scores", action="store_true", help="The model's uncalibrated scores instead of the"
+                   " calibrated ones that `xmtc train` fits by default.")
     p.add_argument("--ray", metavar="auto|local:N", help="Predict chunks of the input as Ray tasks (the model"
                    " folder must be readable by every node).")
     _common(p)
@@ -107,8 +123,17 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="Print one JSON object with the metrics.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP + " Adds F1@T to the metrics.")
+    p.add_argument("--raw-scores", action="store_true", help="Evaluate the uncalibrated scores (ECE@k, thresholds).")
     p.add_argument("--plot", default=None, metavar="PNG", help="Also draw P@k/PSP@k, precision by label-frequency"
-                                                              " decile, label frequencies and score reliability.")
+                                                              " decile, label frequencies and score reliability"
+                                                              " (with --threshold: its F1, precision and recall too).")
+    p.add_argument("--per-label", default=None, metavar="TSV",
+                   help="Also write per-label support, P, R and F1 of the top-k suggestions (of those kept by"
+                        " --threshold, if given) and training counts, worst F1 first.")
+    p.add_argument("--unseen-labels", default=None, metavar="FILE",
+                   help="Label ids (one a line) to treat as unseen in training; without it, the labels the model"
+                        " has no training document for. When the test data has any: also R@10_unseen, P@1_zs,"
+                        " R@10_zs (xmtc/open_metrics.py).")
     _common(p)
 
     p = sub.add_parser("encode", help="Write the fine-tuned text embeddings of a transformer model (.npy).")
@@ -130,11 +155,6 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
     _common(p)
 
-    p = sub.add_parser("info", help="Show a saved model's manifest summary.")
-    p.add_argument("model_dir")
-    p.add_argument("--plot", default=None, metavar="PNG", help="Also draw the tree's level sizes and leaf balance.")
-    _common(p)
-
     from .serve import cli as serve_cli
     _common(serve_cli.add_parser(sub))
 
@@ -147,11 +167,21 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+def _method_has_valid_size(estimator_class, method: str) -> bool:
+    """Whether ``method`` holds out a validation split of its own (its config has ``valid_size``)."""
+    import dataclasses
+    try:
+        return any(f.name == "valid_size" for f in dataclasses.fields(estimator_class(method).config_class))
+    except XmtcError:
+        return False
+
+
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
-    from .commands import calibrate, explain
+    from .commands import calibrate, explain, info, labels, learn, split
     from .select import cli as select
-    return {"explain": explain, "select": select, "calibrate": calibrate}
+    return {"explain": explain, "select": select, "calibrate": calibrate, "split": split, "labels": labels,
+            "info": info, "learn": learn}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -161,38 +191,45 @@ def _setup_logging(args: argparse.Namespace) -> None:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    from .data import read_dataset
+    from .data import read_datasets
     from .models import estimator_class
+    from .models.base import check_requirements
+    from .models.calibrated_fit import fit_calibrated
     from .models.storage import check_target
 
     cls = estimator_class(args.method)
+    check_requirements(cls)  # a missing extra, before any data is read
     check_target(args.output)  # refuse a bad output before, not after, a long fit
     cfg = config_from_args(cls.config_class, args, _method_config_file(args.config, args.method), args.config)
     t0 = time.perf_counter()
-    ds = read_dataset(args.train_file, fmt=args.fmt, label_file=args.label_file)
+    ds = read_datasets(args.train_files, fmt=args.fmt, label_file=args.label_file, all_file_labels=cls.open_labels)
+    train_name = ", ".join(_input_name(f) for f in args.train_files)
     log.info("read %d training documents with %d labels in %.1fs", len(ds), ds.Y.shape[1],
              time.perf_counter() - t0)
+    if len(ds) == 0:
+        raise DataFormatError(train_name, None, "is empty: no documents to train on")
     if ds.Y.nnz == 0:  # e.g. an `xmtc select` file nobody has annotated yet
-        raise DataFormatError(args.train_file, None, "no document has a label; nothing to train on")
+        raise DataFormatError(train_name, None, "no document has a label; nothing to train on")
     model = cls(**config_to_dict(cfg))
     fit_kw = {}
-    if args.method != "xr-linear":
+    if cls.supports_checkpoints:
         fit_kw = {"checkpoint_dir": args.checkpoint_dir or f"{args.output.rstrip('/')}.checkpoint",
                   "resume": args.resume}
     elif args.resume:
         raise ConfigError("--resume applies to transformer methods only")
-    if len(ds) == 0:
-        raise DataFormatError(_input_name(args.train_file), None, "no documents; nothing to train on")
     if getattr(args, "ray", None):
         from .distributed.cli import train_hook
         fit_kw.update(train_hook(args, cfg))
     try:
-        model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=not args.quiet, **fit_kw)
+        fit_calibrated(model, ds, valid_size=getattr(args, "valid_size", None), seed=getattr(args, "valid_seed", 0),
+                       calibration=args.calibration,
+                       refit={"auto": None, "true": True, "false": False}[args.refit], progress=not args.quiet,
+                       **fit_kw)
     except (ConfigError, DataFormatError) as exc:
-        if str(exc).startswith(_input_name(args.train_file)):
+        if str(exc).startswith(train_name):
             raise
         # what the data cannot give (an empty vocabulary, no labels): say which file it is about
-        raise DataFormatError(_input_name(args.train_file), None, f"cannot train on it: {exc}") from None
+        raise DataFormatError(train_name, None, f"cannot train on it: {exc}") from None
     if not getattr(model, "is_main_process_", True):
         return 0  # torchrun: rank 0 saves
     path = model.save(args.output)
@@ -220,31 +257,32 @@ def _method_config_file(path: str | None, method: str) -> dict:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    from .data import read_inputs
+    from .data.dataset import read_documents
     from .models import load
 
     model = load(args.model_dir)
+    if args.raw_scores:
+        model.calibration_ = None
     if getattr(args, "ray", None):
         from .distributed.cli import predict_hook
         model = predict_hook(model, args)
-    inputs = read_inputs(args.input_file, args.fmt)
-    _write_predictions(model, inputs, args)
+    _write_predictions(model, read_documents(args.input_file, args.fmt), args)
     return 0
 
 
-def _write_predictions(model, inputs, args: argparse.Namespace) -> None:
-    """One JSON object a line, in input order: {"labels": [...], "scores": [...]}."""
+def _write_predictions(model, docs, args: argparse.Namespace) -> None:
+    """One JSON object a line, in input order (see :func:`xmtc.models.base.prediction_records`)."""
     from .data.io import atomic_output
     from .models.base import apply_threshold, resolve_threshold
+    from .models.records import prediction_records
 
+    inputs = docs.texts if docs.texts is not None else docs.X
     threshold = resolve_threshold(model, getattr(args, "threshold", None))
     idx, scores = apply_threshold(*model.predict_topk(inputs, args.k, progress=not args.quiet), threshold)
-    names = model.labels_.names
+    known = model.known_fraction(inputs) if hasattr(model, "known_fraction") else None
     with atomic_output(args.output or "-") as out:  # a file appears whole or not at all; "-" is stdout
-        for ri, rs in zip(idx, scores):
-            keep = ri >= 0
-            out.write(json.dumps({"labels": [names[j] for j in ri[keep]],
-                                  "scores": [round(float(s), 6) for s in rs[keep]]}, ensure_ascii=False))
+        for record in prediction_records(model.labels_, idx, scores, known, docs.lines, docs.ids):
+            out.write(json.dumps(record, ensure_ascii=False))
             out.write("\n")
 
 
@@ -252,20 +290,35 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data import read_dataset
     from .models import load
 
-    from .models.base import evaluate_predictor
+    from .models.base import apply_threshold, evaluate_predictor, resolve_threshold
 
     model = load(args.model_dir)
+    if args.raw_scores:
+        model.calibration_ = None
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
     ks = _metric_ks(args.k)
     topk = model.predict_topk(ds.inputs, max(ks), progress=not args.quiet)
-    _print_metrics(evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk), args.json)
+    metrics = evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk)
+    from .open_metrics import evaluate_open_set, read_unseen_ids
+
+    unseen = read_unseen_ids(args.unseen_labels) if args.unseen_labels else None
+    metrics.update(evaluate_open_set(model, ds.inputs, ds.Y, ds.labels.names, topk, unseen, progress=not args.quiet))
+    _print_metrics(metrics, args.json)
+    threshold = resolve_threshold(model, args.threshold)
+    if args.per_label:
+        from .commands.per_label import write_per_label
+
+        idx = apply_threshold(topk[0][:, :args.k], topk[1][:, :args.k], threshold)[0]
+        write_per_label(args.per_label, ds.Y, idx, ds.labels, model.label_counts_)
+        log.info("wrote %s", args.per_label)
     if args.plot:
         from .plots import evaluation_report
 
         evaluation_report(args.plot, ds.Y, *topk, model.label_counts_, model.n_train_,
-                          title=f"{model.method} {args.model_dir} on {args.test_file}")
+                          title=f"{model.method} {args.model_dir} on {args.test_file}", threshold=threshold)
         log.info("wrote %s", args.plot)
     return 0
+
 
 
 def _metric_ks(k: int) -> list[int]:
@@ -289,7 +342,7 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
     model = load(args.model_dir)
     if not hasattr(model, "encode"):
-        raise ConfigError(f"{args.model_dir}: a {model.method} model has no text encoder; encode needs a"
+        raise ConfigError(f"{args.model_dir}: this {model.method} model has no text encoder; encode needs a"
                           " transformer model")
     texts = read_inputs(args.input_file, args.fmt)
     if not isinstance(texts, list):
@@ -302,33 +355,17 @@ def cmd_encode(args: argparse.Namespace) -> int:
 
 
 def cmd_ensemble(args: argparse.Namespace) -> int:
-    from .data import read_dataset, read_inputs
+    from .data import read_dataset
+    from .data.dataset import read_documents
     from .models import load
     from .models.ensemble import Ensemble
 
     ens = Ensemble([load(d) for d in args.model_dirs], combine=args.combine)
     if not args.evaluate:
-        _write_predictions(ens, read_inputs(args.input, args.fmt), args)
+        _write_predictions(ens, read_documents(args.input, args.fmt), args)
         return 0
     ds = read_dataset(args.input, fmt=args.fmt, labels=ens.labels_, unknown_labels="extend")
     _print_metrics(ens.evaluate(ds.inputs, ds.Y, ks=_metric_ks(args.k), progress=not args.quiet), args.json)
-    return 0
-
-
-def cmd_info(args: argparse.Namespace) -> int:
-    from .models.storage import ModelReader
-
-    m = ModelReader(args.model_dir).manifest
-    print(f"method: {m['method']}  (xmtc {m.get('xmtc_version')}, format {m['format_version']})")
-    for st in m["stages"]:  # the reader checked that each stage is an object with a name
-        print(f"  stage {st['name']}: {st.get('type')}" + (f" -> {st['file']}" if "file" in st else ""))
-    print("params: " + json.dumps(m["params"], sort_keys=True))
-    if args.plot:
-        from .models import load
-        from .plots import model_tree_report
-
-        model_tree_report(args.plot, load(args.model_dir), title=f"{m['method']} {args.model_dir}")
-        log.info("wrote %s", args.plot)
     return 0
 
 
@@ -343,7 +380,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 COMMANDS = {"train": cmd_train, "predict": cmd_predict, "evaluate": cmd_evaluate, "encode": cmd_encode,
-            "ensemble": cmd_ensemble, "info": cmd_info, "demo": cmd_demo}
+            "ensemble": cmd_ensemble, "demo": cmd_demo}
 COMMANDS["serve"] = cmd_serve
 
 
@@ -359,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args = parse_strictly(parser, argv, _read_method(argv))
     _setup_logging(args)
     try:
         command = COMMANDS.get(args.command) or _tool_commands()[args.command].run

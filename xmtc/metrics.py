@@ -33,6 +33,11 @@ the scores, which they take as probabilities in [0, 1] (what a calibrated model 
 - ``F1@T`` (:func:`f1_at_threshold`): micro-averaged F1 of the suggestions among the top k whose
   score is >= T (one global T, or one per label): ``2 TP / (2 TP + FP + FN)``, FN counting every true
   label not accepted, also those outside the top k.
+
+Per label (:func:`per_label_metrics`, ``xmtc evaluate --per-label``): for each label, its support (test
+documents that carry it), how often it is suggested, and P, R and F1 of those suggestions, the
+suggestions being whatever lists are passed in (the top k, or those left after a threshold).
+Summing TP, suggestions and support over the labels gives back the micro figures above (F1@T).
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ import scipy.sparse as sp
 from .errors import ConfigError, DataFormatError
 
 __all__ = ["evaluate", "inverse_propensity", "hits_matrix", "coverage_at_precision", "expected_calibration_error",
-           "f1_at_threshold"]
+           "f1_at_threshold", "per_label_metrics"]
 
 
 def inverse_propensity(train_label_counts, n_train: int, a: float = 0.55, b: float = 1.5) -> np.ndarray:
@@ -57,7 +62,7 @@ def inverse_propensity(train_label_counts, n_train: int, a: float = 0.55, b: flo
     return 1.0 + c * (counts + b) ** (-a)
 
 
-def _binary_csr(Y) -> sp.csr_matrix:
+def binary_csr(Y) -> sp.csr_matrix:
     Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
     Y.sum_duplicates()
     Y.eliminate_zeros()
@@ -76,10 +81,10 @@ def hits_matrix(Y: sp.csr_matrix, indices: np.ndarray) -> np.ndarray:
         return np.zeros(indices.shape, dtype=bool)
     query = np.arange(n, dtype=np.int64)[:, None] * n_cols + indices.astype(np.int64)
     pos = np.minimum(np.searchsorted(true_keys, query), true_keys.size - 1)
-    return (true_keys[pos] == query) & (indices >= 0) & _first_occurrence(indices)
+    return (true_keys[pos] == query) & (indices >= 0) & first_occurrence(indices)
 
 
-def _first_occurrence(indices: np.ndarray) -> np.ndarray:
+def first_occurrence(indices: np.ndarray) -> np.ndarray:
     """False where a row repeats an id it predicted earlier: a label is found once, however often listed."""
     order = np.argsort(indices, axis=1, kind="stable")  # equal ids keep their left-to-right order
     ranked = np.take_along_axis(indices, order, axis=1)
@@ -120,6 +125,8 @@ def coverage_at_precision(top1_scores, top1_correct, precision: float) -> float:
         return 0.0
     ok = ~np.isnan(s)
     s, c = s[ok], c[ok]
+    if s.shape[0] == 0:  # no document has a suggestion
+        return 0.0
     order = np.argsort(-s, kind="stable")
     s, c = s[order], c[order]
     hits = np.cumsum(c)
@@ -136,7 +143,6 @@ def expected_calibration_error(scores, correct, n_bins: int = 10) -> float:
     if s.size == 0:
         return 0.0
     b = np.minimum((s * n_bins).astype(np.int64), n_bins - 1)
-    count = np.bincount(b, minlength=n_bins)
     gap = np.abs(np.bincount(b, weights=c, minlength=n_bins) - np.bincount(b, weights=s, minlength=n_bins))
     return 100.0 * float(gap.sum()) / s.size
 
@@ -147,7 +153,7 @@ def _score_table(Y, predictions) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray,
     indices, scores = (np.asarray(a) for a in predictions)
     if not sp.issparse(Y):
         raise DataFormatError(None, None, f"true labels must be a sparse matrix, got {type(Y).__name__}")
-    Y = _binary_csr(Y)
+    Y = binary_csr(Y)
     if indices.shape != scores.shape or indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
         raise DataFormatError(None, None, f"predictions have shapes {indices.shape}/{scores.shape},"
                                           f" expected ({Y.shape[0]}, k) both")
@@ -157,7 +163,7 @@ def _score_table(Y, predictions) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray,
 def f1_at_threshold(Y_true, predictions, threshold) -> float:
     """Micro F1 (percent) of the top-k suggestions with score >= threshold (a number or one per label)."""
     Y, indices, scores, hits = _score_table(Y_true, predictions)
-    valid = (indices >= 0) & _first_occurrence(indices)
+    valid = (indices >= 0) & first_occurrence(indices)
     t = np.asarray(threshold, dtype=np.float64)
     if t.ndim == 0:
         accept = valid & (scores >= t)
@@ -201,7 +207,7 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
     indices = np.asarray(predictions[0] if isinstance(predictions, tuple) else predictions)
     if not sp.issparse(Y_true):
         raise DataFormatError(None, None, f"true labels must be a sparse matrix, got {type(Y_true).__name__}")
-    Y = _binary_csr(Y_true)
+    Y = binary_csr(Y_true)
     if indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
         raise DataFormatError(None, None, f"predictions have shape {indices.shape}, expected ({Y.shape[0]}, k)")
     if indices.shape[1] < max(ks):
@@ -243,3 +249,34 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
     if scores or threshold is not None:
         out.update(score_metrics(Y, predictions, max(ks), threshold))
     return out
+
+
+def per_label_metrics(Y_true, indices) -> dict[str, np.ndarray]:
+    """Per label j (arrays over the labels): ``support`` (true in how many rows), ``predicted`` (suggested
+    in how many), ``tp``, and ``P``, ``R``, ``F1`` in percent (0 where undefined: nothing suggested, or
+    no support), plus ``order``: the labels that occur or are suggested, worst first (F1 ascending,
+    then support descending, then label index).
+
+    ``indices`` (n, k) are the suggestions, -1 padded (e.g. a thresholded top-k); a label listed twice
+    in a row counts once.
+    """
+    Y = binary_csr(Y_true) if sp.issparse(Y_true) else None
+    if Y is None:
+        raise DataFormatError(None, None, f"true labels must be a sparse matrix, got {type(Y_true).__name__}")
+    indices = np.asarray(indices)
+    if indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
+        raise DataFormatError(None, None, f"predictions have shape {indices.shape}, expected ({Y.shape[0]}, k)")
+    n_labels = max(Y.shape[1], int(indices.max(initial=-1)) + 1)
+    suggested = (indices >= 0) & first_occurrence(indices)
+    hits = hits_matrix(Y, indices)
+    support = np.bincount(Y.indices, minlength=n_labels).astype(np.int64)
+    predicted = np.bincount(indices[suggested], minlength=n_labels).astype(np.int64)
+    tp = np.bincount(indices[hits], minlength=n_labels).astype(np.int64)
+    precision = np.divide(100.0 * tp, predicted, out=np.zeros(n_labels), where=predicted > 0)
+    recall = np.divide(100.0 * tp, support, out=np.zeros(n_labels), where=support > 0)
+    denom = support + predicted
+    f1 = np.divide(200.0 * tp, denom, out=np.zeros(n_labels), where=denom > 0)
+    present = np.flatnonzero(denom > 0)
+    order = present[np.lexsort((present, -support[present], f1[present]))]
+    return {"support": support, "predicted": predicted, "tp": tp, "P": precision, "R": recall, "F1": f1,
+            "order": order}

@@ -6,6 +6,10 @@
   true labels of each decile beside it; how often each label occurs in training vs how often it is
   predicted (both as shares, labels ranked by training count), which shows whether the model
   neglects the tail; and a reliability diagram of the top-K scores (what ``ECE@K`` summarises).
+  With a ``threshold`` (``evaluate --threshold``) the figure also shows what it keeps: the precision,
+  recall and F1 (``F1@T``) of the top-K suggestions scoring at least T, as horizontal lines in the
+  precision-at-k panel, and, for one global T, the threshold as a vertical line in the reliability
+  diagram with the share of suggestions it keeps (per-label thresholds have no one line to draw).
 * :func:`tree_report` (``xmtc info MODEL_DIR --plot tree.png``): nodes per tree level and the
   distribution of leaf-cluster sizes (labels per last-level parent), the balance of the k-means tree.
 
@@ -53,13 +57,30 @@ def precision_by_decile(Y: sp.csr_matrix, idx: np.ndarray, hits: np.ndarray, dec
     return prec, rec, n_pred, n_true
 
 
+def thresholded_prf(Y: sp.csr_matrix, idx: np.ndarray, scores: np.ndarray, hits: np.ndarray, threshold):
+    """(precision %, recall %, F1 %, share of suggestions kept %) of the suggestions scoring >= ``threshold``
+    (a number or one per label); recall and F1 count every true label, as ``F1@T`` does."""
+    from .metrics import first_occurrence
+
+    t = np.asarray(threshold, dtype=np.float64)
+    valid = (idx >= 0) & first_occurrence(idx)
+    limit = t if t.ndim == 0 else t[np.where(idx >= 0, np.minimum(idx, t.size - 1), 0)]
+    kept = valid & (scores >= limit)
+    tp, n_kept, n_true = float((kept & hits).sum()), float(kept.sum()), float(Y.nnz)
+    p = 100.0 * tp / n_kept if n_kept else 0.0
+    r = 100.0 * tp / n_true if n_true else 0.0
+    f1 = 200.0 * tp / (n_kept + n_true) if n_kept + n_true else 0.0
+    return p, r, f1, 100.0 * n_kept / max(float(valid.sum()), 1.0)
+
+
 def evaluation_report(path, Y, idx: np.ndarray, scores: np.ndarray, train_counts: np.ndarray, n_train: int,
-                      *, title: str = "") -> None:
-    """Write the four-panel evaluation figure (see the module doc) to ``path``."""
-    from .metrics import _binary_csr, evaluate, hits_matrix
+                      *, title: str = "", threshold=None) -> None:
+    """Write the four-panel evaluation figure (see the module doc) to ``path``; ``threshold``: a number,
+    per-label thresholds (one per label), or None."""
+    from .metrics import binary_csr, evaluate, hits_matrix
 
     plt = _pyplot()
-    Y = _binary_csr(Y)
+    Y = binary_csr(Y)
     K = idx.shape[1]
     ks = tuple(range(1, K + 1))
     m = evaluate(Y, (idx, scores), ks=ks, train_label_counts=train_counts, n_train=n_train)
@@ -73,11 +94,21 @@ def evaluation_report(path, Y, idx: np.ndarray, scores: np.ndarray, train_counts
     for k in ks:
         a.annotate(f"{m[f'P@{k}']:.1f}", (k, m[f"P@{k}"]), textcoords="offset points", xytext=(0, 6),
                    ha="center", fontsize=8)
+    thr = None
+    if threshold is not None:
+        thr = thresholded_prf(Y, idx, scores, hits, threshold)
+        t_name = f"T = {float(threshold):.3g}" if np.ndim(threshold) == 0 else "per-label T"
+        for value, name, color in zip(thr[:3], ("precision", "recall", "F1@T"), ("C2", "C3", "C4")):
+            a.axhline(value, color=color, ls="--", lw=1.2, label=f"{name} at T: {value:.1f}")
+        a.set_title(f"precision at k; dashed: top-{K} suggestions scoring >= {t_name}"
+                    f" ({thr[3]:.0f}% kept)", fontsize=10)
+    else:
+        a.set_title("precision at k")
+    a.margins(y=0.12)  # room for the value printed above the top point
     a.set_xlabel("k")
     a.set_ylabel("%")
     a.set_xticks(ks)
-    a.set_title("precision at k")
-    a.legend()
+    a.legend(fontsize=8)
     a.grid(alpha=0.3)
 
     a = ax[0, 1]
@@ -115,7 +146,7 @@ def evaluation_report(path, Y, idx: np.ndarray, scores: np.ndarray, train_counts
     a.set_xlabel("label rank by training frequency (log bins)")
     a.set_ylabel("mean share of occurrences per label")
     never = int(np.count_nonzero((pred_counts == 0) & (true_counts > 0)))
-    a.set_title(f"label frequency: training vs predictions ({never} test labels never predicted)")
+    a.set_title(f"label frequency: training vs predictions\n({never} test labels never predicted)", fontsize=10)
     a.legend(fontsize=8)
     a.grid(alpha=0.3)
 
@@ -128,16 +159,22 @@ def evaluation_report(path, Y, idx: np.ndarray, scores: np.ndarray, train_counts
     acc = np.divide(np.bincount(b, weights=c, minlength=10), cnt, out=np.full(10, np.nan), where=cnt > 0)
     conf = np.divide(np.bincount(b, weights=s, minlength=10), cnt, out=np.full(10, np.nan), where=cnt > 0)
     a.plot([0, 1], [0, 1], "k:", lw=1, label="perfect calibration")
-    a.plot(conf, acc, "o-", label="suggestions")
+    a.plot(conf, acc, "o-", label="suggestions", clip_on=False, zorder=3)  # whole markers on the frame too
     for xx, yy, n in zip(conf, acc, cnt):
-        if n:
-            a.annotate(str(n), (xx, yy), textcoords="offset points", xytext=(4, -10), fontsize=7)
+        if n:  # the count beside its point, on the side facing into the panel, so none is cut off
+            right, low = xx > 0.85, yy < 0.12
+            a.annotate(f"{n:,}", (xx, yy), textcoords="offset points", xytext=(-6 if right else 6, 6 if low else -11),
+                       ha="right" if right else "left", fontsize=7)
+    if thr is not None and np.ndim(threshold) == 0:
+        t = float(threshold)
+        a.axvspan(min(max(t, 0.0), 1.0), 1.0, color="C2", alpha=0.08)
+        a.axvline(t, color="C2", ls="--", lw=1.2, label=f"threshold {t:.3g}: keeps {thr[3]:.0f}% (P {thr[0]:.1f}%)")
     ece = next((v for k, v in evaluate(Y, (idx, scores), ks=(K,), scores=True).items() if k.startswith("ECE")), 0)
     a.set_xlim(0, 1)
     a.set_ylim(0, 1)
     a.set_xlabel("mean score in bin")
     a.set_ylabel("share correct")
-    a.set_title(f"reliability of top-{K} scores (ECE@{K} = {ece:.2f}%; counts per bin)")
+    a.set_title(f"reliability of top-{K} scores (ECE@{K} = {ece:.2f}%; counts per bin)", fontsize=10)
     a.legend(fontsize=8, loc="upper left")
     a.grid(alpha=0.3)
 
@@ -156,7 +193,7 @@ def tree_report(path, level_sizes_per_tree: list[list[int]], leaf_sizes_per_tree
     width = 0.8 / n
     for t, sizes in enumerate(level_sizes_per_tree):
         x = np.arange(1, len(sizes) + 1) + (t - (n - 1) / 2) * width
-        bars = ax[0].bar(x, sizes, width, label=f"tree {t}")
+        ax[0].bar(x, sizes, width, label=f"tree {t}")
         for xx, v in zip(x, sizes):
             ax[0].annotate(f"{v:,}", (xx, v), textcoords="offset points", xytext=(0, 3), ha="center", fontsize=8)
     depth = max(len(s) for s in level_sizes_per_tree)
@@ -193,7 +230,7 @@ def model_tree_report(path, model, title: str = "") -> None:
 
     trees = getattr(model, "models_", None)
     if not trees:
-        raise ConfigError(f"a {model.method} model has no label tree to plot")
+        raise ConfigError(f"this {model.method} model has no label tree to plot")
     sizes = [t.level_sizes for t in trees]
     leaves = [np.bincount(t.levels_[-1].parent_of, minlength=t.levels_[-1].n_parents) for t in trees]
     tree_report(path, sizes, leaves, title=title or f"{model.method}: {len(model.labels_)} labels")

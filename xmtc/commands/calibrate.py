@@ -20,7 +20,7 @@ def add_parser(sub, common) -> None:
 
     p = sub.add_parser("calibrate", help="Calibrate a model's scores (and thresholds) on a validation file.",
                        description="Fit isotonic or Platt score maps per label-frequency band on VALID_FILE, so"
-                                   " that a score of 0.8 means about 80%% of such suggestions are correct; saved"
+                                   " that a score of 0.8 means about 80% of such suggestions are correct; saved"
                                    " in MODEL_DIR and applied by predict, evaluate and serve.")
     p.add_argument("model_dir")
     p.add_argument("valid_file", help="Labelled validation data held out from training (never the test set).")
@@ -63,9 +63,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"calibrated {args.model_dir} ({cal.method}, {len(cal.maps)} bands by training count, edges"
               f" {cal.edges.tolist()}) on {len(ds)} validation documents (in-sample figures):")
-        for k in keys:
+        for k in keys:  # F1@T has no "before": the thresholds it is measured at are learned here
             if k in after:
-                print(f"{k:>14s}  {report['before'].get(k, float('nan')):7.2f} -> {report['after'][k]:7.2f}")
+                before_k = f"{report['before'][k]:7.2f}" if k in report["before"] else f"{'-':>7s}"
+                print(f"{k:>14s}  {before_k} -> {report['after'][k]:7.2f}"
+                      + ("  (per-label thresholds)" if k == "F1@T" else ""))
         if cal.global_threshold is not None:
             print(f"global F1 threshold {cal.global_threshold:.4f}; per-label thresholds saved"
                   " (use --threshold labels)")

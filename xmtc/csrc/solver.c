@@ -457,6 +457,10 @@ typedef struct {
     int64_t cap;
     int64_t *o_used;
     int64_t *res_start, *res_count, *res_iter;   /* nblk x LANES */
+    const int64_t *w0_ptr;      /* warm start (warm != 0): each output's old weights, csc over d + 1 rows */
+    const int32_t *w0_ind;
+    const float *w0_val;
+    int warm;                   /* 0 cold, 1 proximal, 2 dual (see warm_start) */
     int failed;
 } train_args_t;
 
@@ -468,6 +472,94 @@ static int64_t lower_bound_i32(const int32_t *a, int64_t n, int32_t x) {
         else hi = mid;
     }
     return lo;
+}
+
+/* Most old weights a proximal block may append: all of its outputs' old entries. */
+static int64_t warm_extra(const train_args_t *a, const int64_t *outs) {
+    int64_t n = 0;
+    for (int lane = 0; lane < LANES && outs[lane] >= 0; lane++) n += a->w0_ptr[outs[lane] + 1] - a->w0_ptr[outs[lane]];
+    return n;
+}
+
+/* Index of global feature g among a block's local features (gid ascending), or -1. */
+static int64_t local_of(const int32_t *gid, int64_t u, int32_t g) {
+    const int64_t k = lower_bound_i32(gid, u, g);
+    return k < u && gid[k] == g ? k : -1;
+}
+
+/* Start lane `lane` from output k's old weights w0 (the warm-start modes of train_level).
+ *
+ * warm 1, proximal: w := w_old and alpha := 0.  Dual coordinate descent from there minimises
+ * 0.5 ||w - w_old||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^2 over the given rows: its dual is liblinear's
+ * with w = w_old + sum_i alpha_i y_i x_i, and each update reads only w.x_i and alpha_i.  Old weights on
+ * features none of the rows has cannot move; extract_block writes them back out unchanged.
+ * warm 2, dual: the full problem on the given rows, started near its optimum: alpha_i := the optimality
+ * condition's max(0, 1 - y_i w_old.x_i) / D_ii, then w := sum_i alpha_i y_i x_i, a consistent primal-dual
+ * pair (done by warm_dual below, once every lane is loaded). */
+static void warm_load(const train_args_t *a, scratch_t *s, int64_t k, int lane, const int32_t *gid,
+                      const int32_t *loc, int64_t u) {
+    for (int64_t q = a->w0_ptr[k]; q < a->w0_ptr[k + 1]; q++) {
+        const int32_t g = a->w0_ind[q];
+        if (g == a->bias_row) {
+            s->w[u * LANES + lane] = a->w0_val[q];
+            continue;
+        }
+        const int64_t kk = local_of(gid, u, g);
+        if (kk >= 0) s->w[(int64_t)loc[kk] * LANES + lane] = a->w0_val[q];
+    }
+}
+
+XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, int64_t m, int64_t u, int nl) {
+    float *wf = s->w;
+    const int64_t ub = u * LANES;
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t r = r0 + i;
+        double g[LANES];
+        for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
+        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+            const float *wr = wf + (int64_t)a->lind[q] * LANES;
+            const double v = (double)a->lval[q];
+            for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
+        }
+        for (int b = 0; b < nl; b++) {
+            const int8_t y = s->yv[i * LANES + b];
+            if (y == 0) continue;
+            const double slack = 1.0 - (double)y * g[b];
+            s->alpha[i * LANES + b] = slack > 0.0 ? slack / (y > 0 ? a->dpos : a->dneg) : 0.0;
+        }
+    }
+    memset(wf, 0, (size_t)(u + 1) * LANES * sizeof(float));
+    for (int64_t i = 0; i < m; i++) {
+        const int64_t r = r0 + i;
+        double dl[LANES];
+        int any = 0;
+        for (int b = 0; b < LANES; b++) {
+            dl[b] = b < nl ? s->alpha[i * LANES + b] * (double)s->yv[i * LANES + b] : 0.0;
+            any |= dl[b] != 0.0;
+        }
+        if (!any) continue;
+        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+            float *wr = wf + (int64_t)a->lind[q] * LANES;
+            const double v = (double)a->lval[q];
+            for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
+        }
+        for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * a->bias);
+    }
+}
+
+/* Proximal mode: old weights of output k on features outside the block, which the rows could not move. */
+static int64_t kept_old(const train_args_t *a, int64_t k, const int32_t *gid, int64_t u, int32_t *orow, float *oval) {
+    int64_t n = 0;
+    for (int64_t q = a->w0_ptr[k]; q < a->w0_ptr[k + 1]; q++) {
+        const int32_t g = a->w0_ind[q];
+        if (g == a->bias_row || local_of(gid, u, g) >= 0 || fabs((double)a->w0_val[q]) < a->threshold) continue;
+        if (orow) {
+            orow[n] = g;
+            oval[n] = a->w0_val[q];
+        }
+        n++;
+    }
+    return n;
 }
 
 static void train_worker(void *ctx, int t) {
@@ -493,7 +585,7 @@ static void train_worker(void *ctx, int t) {
         const int64_t j = a->work[wi];
         const int64_t b = a->blk_parent[j];
         const int64_t u = a->n_feat[b];
-        if (used + LANES * (u + 1) > a->cap) break;
+        if (used + LANES * (u + 1) + (a->warm == 1 ? warm_extra(a, a->blk_out + j * LANES) : 0) > a->cap) break;
         const int64_t r0 = a->row_off[b];
         const int64_t m = a->row_off[b + 1] - r0;
         const int32_t *prow = a->rows + r0;
@@ -512,19 +604,28 @@ static void train_worker(void *ctx, int t) {
             for (int64_t q = a->y_ptr[k]; q < a->y_ptr[k + 1]; q++)
                 s.yv[lower_bound_i32(prow, m, a->y_ind[q]) * LANES + lane] = 1;
         }
+        const int32_t *gid = a->feat + a->feat_off[b];
+        const int32_t *loc = a->lpos + a->feat_off[b];
+        int64_t n_kept[LANES] = {0};
+        if (a->warm) {
+            for (int lane = 0; lane < nl; lane++) {
+                warm_load(a, &s, outs[lane], lane, gid, loc, u);
+                if (a->warm == 1) n_kept[lane] = kept_old(a, outs[lane], gid, u, NULL, NULL);
+            }
+            if (a->warm == 2) warm_dual(a, &s, r0, m, u, nl);
+        }
         dcd_block(a->lptr, a->lind, a->lval, r0, m, a->rsq, &s, u, nl, a->bias, a->dpos, a->dneg, a->eps,
                   a->max_iter, iters);
         /* Read the weights out in ascending global feature id, clearing the block as we go: a first
-         * pass counts each lane's survivors, so every lane writes straight into its packed place. */
-        const int32_t *gid = a->feat + a->feat_off[b];
-        const int32_t *loc = a->lpos + a->feat_off[b];
+         * pass counts each lane's survivors, so every lane writes straight into its packed place.
+         * Proximal warm starts append the old weights the rows could not move (re-sorted by the caller). */
         int64_t at[LANES], cnt[LANES] = {0};
         for (int64_t k = 0; k < u; k++) {
             const float *wr = s.w + (int64_t)loc[k] * LANES;
             for (int lane = 0; lane < nl; lane++) cnt[lane] += wr[lane] != 0.0f && fabs((double)wr[lane]) >= a->threshold;
         }
         for (int lane = 0; lane < nl; lane++) {
-            cnt[lane] += s.w[u * LANES + lane] != 0.0f;
+            cnt[lane] += (s.w[u * LANES + lane] != 0.0f) + n_kept[lane];
             at[lane] = used;
             a->res_iter[j * LANES + lane] = iters[lane];
             a->res_start[j * LANES + lane] = used;
@@ -549,6 +650,7 @@ static void train_worker(void *ctx, int t) {
                 oval[at[lane]++] = vb;
             }
             s.w[u * LANES + lane] = 0.0f;
+            if (n_kept[lane]) at[lane] += kept_old(a, outs[lane], gid, u, orow + at[lane], oval + at[lane]);
         }
     }
     a->progress[t] = wi;
@@ -562,6 +664,11 @@ out:
     free(s.perm);
 }
 
+static int train_batch(train_args_t *a, int n_threads) {
+    if (xmtc_run_threads(n_threads, train_worker, a) != 0) return -1;
+    return a->failed ? -1 : 0;
+}
+
 XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
                               const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
                               const int32_t *feat, const int32_t *lpos, const int64_t *feat_off,
@@ -573,7 +680,26 @@ XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const fl
                               int64_t *res_count, int64_t *res_iter, int n_threads) {
     train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
-                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter, 0};
-    if (xmtc_run_threads(n_threads, train_worker, &a) != 0) return -1;
-    return a.failed ? -1 : 0;
+                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
+                      NULL, NULL, NULL, 0, 0};
+    return train_batch(&a, n_threads);
+}
+
+/* xmtc_train_batch started from old weights: w0 (csc over d + 1 rows, one column per output) and the
+ * warm mode, 1 proximal or 2 dual (see warm_load). */
+XMTC_API int xmtc_train_batch_warm(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
+                                   const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
+                                   const int32_t *feat, const int32_t *lpos, const int64_t *feat_off,
+                                   const int64_t *n_feat, const int64_t *y_ptr, const int32_t *y_ind,
+                                   const int64_t *blk_out, const int64_t *blk_parent, const int64_t *work,
+                                   const int64_t *work_off, int64_t *progress, double bias, double dpos, double dneg,
+                                   double eps, int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m,
+                                   int64_t max_u, int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used,
+                                   int64_t *res_start, int64_t *res_count, int64_t *res_iter, const int64_t *w0_ptr,
+                                   const int32_t *w0_ind, const float *w0_val, int warm, int n_threads) {
+    train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
+                      blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
+                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
+                      w0_ptr, w0_ind, w0_val, warm, 0};
+    return train_batch(&a, n_threads);
 }

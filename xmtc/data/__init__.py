@@ -5,11 +5,11 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-from .dataset import Dataset, label_matrix, read_dataset, read_inputs, write_dataset
+from .dataset import Dataset, label_matrix, read_dataset, read_datasets, read_inputs, write_dataset
 from .io import FORMATS, guess_format
 from .labels import LabelVocab, read_label_file
 
-__all__ = ["Dataset", "LabelVocab", "FORMATS", "guess_format", "label_matrix", "read_dataset", "read_inputs",
+__all__ = ["Dataset", "LabelVocab", "FORMATS", "guess_format", "label_matrix", "read_dataset", "read_datasets", "read_inputs",
            "read_label_file", "write_dataset", "sample_path"]
 
 _SAMPLE_FILES = {"train": "train.txt.gz", "test": "test.txt.gz", "labels": "labels.txt.gz"}

@@ -110,15 +110,86 @@ def read_raw(path: str | os.PathLike, fmt: str | None = None, *, need_labels: bo
 
 
 def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: LabelVocab | None = None,
-                 unknown_labels: str = "error", label_file: str | os.PathLike | None = None) -> Dataset:
+                 unknown_labels: str = "error", label_file: str | os.PathLike | None = None,
+                 all_file_labels: bool = False) -> Dataset:
     """Read a labelled data file: TSV, JSONL, XC sparse format or PECOS npz (gzip read transparently).
 
     ``labels`` maps label names to columns (a model's vocabulary); without it the vocabulary is built
-    from the file. ``label_file`` adds display names and label texts (e.g. yso-finna-en's labels.txt.gz).
+    from the file. ``label_file`` adds display names and label texts (e.g. yso-finna-en's labels.txt.gz);
+    ``all_file_labels`` also adds its labels that no document carries, as empty columns (open label sets).
     """
     if unknown_labels not in UNKNOWN_LABELS:
         raise DataFormatError(path, None, f"unknown_labels must be one of {', '.join(UNKNOWN_LABELS)}")
     raw = read_raw(path, fmt)
+    Y, vocab = _label_columns(raw, path, labels, unknown_labels)
+    if label_file is not None:
+        vocab = vocab.with_label_file(label_file, all_labels=all_file_labels)
+    return Dataset(raw.texts, raw.X, _widened(Y, len(vocab)), vocab, str(path))
+
+
+def _widened(Y: sp.csr_matrix, n_labels: int) -> sp.csr_matrix:
+    """``Y`` with empty columns appended up to ``n_labels`` (labels a label file added)."""
+    if Y.shape[1] >= n_labels:
+        return Y
+    Y = sp.csr_matrix(Y, copy=True)
+    Y.resize(Y.shape[0], n_labels)
+    return Y
+
+
+def read_datasets(paths: Sequence[str | os.PathLike], fmt: str | None = None, *, labels: LabelVocab | None = None,
+                  unknown_labels: str = "error", label_file: str | os.PathLike | None = None,
+                  all_file_labels: bool = False) -> Dataset:
+    """Several labelled files, in any mix of supported formats, as one :class:`Dataset` (rows in file order).
+
+    Texts join texts and feature rows join feature rows of the same width; anything else is refused in one
+    line naming the file. Without ``labels`` the vocabulary spans every file (label names sorted, or the
+    numeric columns of XC / npz files); with one, each file maps through it and ``unknown_labels`` applies
+    (``"extend"`` grows it file by file). One path reads exactly as :func:`read_dataset`.
+    """
+    paths = list(paths)
+    if not paths:
+        raise DataFormatError(None, None, "no input files given")
+    if len(paths) == 1:
+        return read_dataset(paths[0], fmt, labels=labels, unknown_labels=unknown_labels, label_file=label_file,
+                            all_file_labels=all_file_labels)
+    if unknown_labels not in UNKNOWN_LABELS:
+        raise DataFormatError(paths[0], None, f"unknown_labels must be one of {', '.join(UNKNOWN_LABELS)}")
+    raws = [read_raw(p, fmt) for p in paths]
+    first = raws[0]
+    for p, raw in zip(paths[1:], raws[1:]):
+        if (raw.texts is None) != (first.texts is None):
+            kind = "texts" if raw.texts is not None else "feature vectors"
+            other = "texts" if first.texts is not None else "feature vectors"
+            raise DataFormatError(p, None, f"holds {kind}, but {paths[0]} holds {other}: the files of one run"
+                                           " must all be texts or all feature vectors")
+        if raw.X is not None and raw.X.shape[1] != first.X.shape[1]:
+            raise DataFormatError(p, None, f"has {raw.X.shape[1]} feature columns, but {paths[0]} has"
+                                           f" {first.X.shape[1]}")
+    if labels is None:
+        numeric = [r.Y.shape[1] if r.Y is not None else r.n_labels for r in raws
+                   if r.Y is not None or r.n_labels is not None]
+        if numeric:  # XC ids / npz columns are column numbers: one numeric vocabulary over every file
+            labels = LabelVocab([str(j) for j in range(max(numeric))])
+            unknown_labels = "extend"  # a TSV/JSONL file among them may add names after the numbers
+        else:
+            labels = LabelVocab(sorted({name for r in raws for row in r.labels for name in row}))
+    parts = []
+    for p, raw in zip(paths, raws):
+        Y, labels = _label_columns(raw, p, labels, unknown_labels)
+        parts.append(Y)
+    for Y in parts:
+        Y.resize(Y.shape[0], len(labels))
+    texts = None if first.texts is None else [t for r in raws for t in r.texts]
+    X = None if first.X is None else sp.vstack([r.X for r in raws], format="csr")
+    if label_file is not None:
+        labels = labels.with_label_file(label_file, all_labels=all_file_labels)
+    return Dataset(texts, X, _widened(sp.vstack(parts, format="csr"), len(labels)), labels,
+                   ", ".join(str(p) for p in paths))
+
+
+def _label_columns(raw: formats.RawDocuments, path, labels: LabelVocab | None, unknown_labels: str
+                   ) -> tuple[sp.csr_matrix, LabelVocab]:
+    """A parsed file's label matrix and vocabulary (see :func:`read_dataset`)."""
     if raw.Y is not None:  # npz: labels are already columns
         Y = raw.Y
         vocab = labels if labels is not None else LabelVocab([str(j) for j in range(Y.shape[1])])
@@ -140,15 +211,19 @@ def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: Lab
             # XC ids are column numbers: keep them (numeric order, unused ids included), as npz does
             labels = LabelVocab([str(j) for j in range(raw.n_labels)])
         Y, vocab = label_matrix(raw.labels, labels, unknown_labels=unknown_labels, path=path, lines=raw.lines)
-    if label_file is not None:
-        vocab = vocab.with_label_file(label_file)
-    return Dataset(raw.texts, raw.X, Y, vocab, str(path))
+    return Y, vocab
 
 
 def read_inputs(path: str | os.PathLike, fmt: str | None = None):
     """Prediction input: a list of texts (plain lines, or TSV/JSONL with labels ignored) or a csr matrix."""
     raw = read_raw(path, fmt, need_labels=False)
     return raw.texts if raw.texts is not None else raw.X
+
+
+def read_documents(path: str | os.PathLike, fmt: str | None = None) -> formats.RawDocuments:
+    """Prediction input with where each document came from: ``.lines`` (1-based, None for npz) and, for
+    JSONL, ``.ids`` (each object's ``document_id``); the inputs are ``.texts`` or ``.X``."""
+    return read_raw(path, fmt, need_labels=False)
 
 
 def write_dataset(path: str | os.PathLike, ds: Dataset, fmt: str | None = None) -> None:

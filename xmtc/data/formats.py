@@ -42,6 +42,7 @@ class RawDocuments:
     lines: list[int] | None            # 1-based source line per document (None for npz)
     Y: sp.csr_matrix | None = None     # npz only: labels as a matrix, columns named "0".."L-1"
     n_labels: int | None = None        # XC only: the header's label count (ids are "0".."n_labels-1")
+    ids: list[str | None] | None = None  # JSONL only: each object's "document_id" (None where absent)
 
 
 def _split_labels(path, lineno: int, field: str) -> list[str]:
@@ -95,7 +96,7 @@ def read_text_lines(path) -> RawDocuments:
 
 # -- JSONL: {"text": ..., "labels": [...]} ---------------------------------------------------------
 def read_jsonl(path, need_labels: bool = True) -> RawDocuments:
-    texts, labels, lines = [], [], []
+    texts, labels, lines, ids = [], [], [], []
     for lineno, line in iter_lines(path):
         if not line.strip():
             raise DataFormatError(path, lineno, "blank line; expected one JSON object a line")
@@ -117,10 +118,14 @@ def read_jsonl(path, need_labels: bool = True) -> RawDocuments:
         names = [x.strip() for x in row]
         if any(not x for x in names):
             raise DataFormatError(path, lineno, "empty label name in 'labels'")
+        doc_id = obj.get("document_id")
+        if doc_id is not None and not isinstance(doc_id, (str, int)):
+            raise DataFormatError(path, lineno, "'document_id' must be a string or an integer")
         texts.append(text)
         labels.append(list(dict.fromkeys(names)))
         lines.append(lineno)
-    return RawDocuments(texts, None, labels, lines)
+        ids.append(None if doc_id is None else str(doc_id))
+    return RawDocuments(texts, None, labels, lines, ids=ids if any(i is not None for i in ids) else None)
 
 
 def write_jsonl(path, texts, label_lists) -> None:

@@ -119,6 +119,7 @@ class Source:
         self._raw = raw
         self.lineno = 0
         self._ahead: list[tuple[int, str]] = []
+        self._deferred: DataFormatError | None = None  # a read error met while peeking, raised in turn
         self._done = False
         try:
             magic = _read_exact(raw, 2)
@@ -181,9 +182,15 @@ class Source:
         return self.lineno, text
 
     def peek_lines(self, n: int) -> list[tuple[int, str]]:
-        """The next ``n`` lines (fewer at the end), without consuming them."""
-        while len(self._ahead) < n:
-            line = self._read_line()
+        """The next ``n`` lines (fewer at the end, or before a line that cannot be read), without
+        consuming them. A line that cannot be read is reported when iteration reaches it, so an
+        earlier line's own problem (a blank line, a missing tab) is the one reported first."""
+        while len(self._ahead) < n and self._deferred is None:
+            try:
+                line = self._read_line()
+            except DataFormatError as exc:
+                self._deferred = exc
+                break
             if line is None:
                 break
             self._ahead.append(line)
@@ -192,6 +199,9 @@ class Source:
     def __iter__(self) -> Iterator[tuple[int, str]]:
         while self._ahead:
             yield self._ahead.pop(0)
+        if self._deferred is not None:
+            exc, self._deferred = self._deferred, None
+            raise exc
         while True:
             line = self._read_line()
             if line is None:
@@ -257,7 +267,7 @@ def guess_format(path, fmt: str | None = None) -> str:
             if len(ahead) < n:
                 break
             line = ahead[-1][1]
-            if not line.strip():
+            if not line.strip() and "\t" not in line:  # blank; a lone tab is a TSV line (no labels, no text)
                 continue
             if first is not None:  # "N D L" was the first line: XC only if this line is an XC row
                 return "xc" if _XC_ROW.match(line) else "text"

@@ -71,15 +71,18 @@ class LabelVocab:
                           texts=None if self.texts is None else self.texts + pad,
                           uris=None if self.uris is None else self.uris + pad)
 
-    def with_label_file(self, path: str | os.PathLike) -> "LabelVocab":
+    def with_label_file(self, path: str | os.PathLike, *, all_labels: bool = False) -> "LabelVocab":
         """Attach display names, texts and (where the file has a ``uri`` column) URIs from a label file
-        (see :func:`read_label_file` and :func:`read_label_uris`)."""
+        (see :func:`read_label_file` and :func:`read_label_uris`). ``all_labels``: also append, in file
+        order, the file's labels this vocabulary lacks (labels known only by their text: an open label set)."""
         info = read_label_file(path, self.names)
-        display = [info.get(n, ("", ""))[0] for n in self.names]
-        texts = [info.get(n, ("", ""))[1] for n in self.names]
+        vocab = self.extended(info) if all_labels else self
+        names = vocab.names
+        display = [info.get(n, ("", ""))[0] for n in names]
+        texts = [info.get(n, ("", ""))[1] for n in names]
         found = read_label_uris(path)
-        uris = [found.get(n, "") for n in self.names] if found else None
-        return LabelVocab(self.names, display=display, texts=texts, uris=uris)
+        uris = [found.get(n, "") for n in names] if found else None
+        return LabelVocab(names, display=display, texts=texts, uris=uris)
 
     # -- storage: plain JSON, never pickle ------------------------------------------------------
     def to_json(self) -> dict:

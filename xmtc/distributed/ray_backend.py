@@ -303,6 +303,10 @@ class RayPredictor:
         self.spec = spec
         self.chunk = int(chunk)
 
+    def known_fraction(self, inputs):
+        """The wrapped model's share of known words per text (computed here; it is cheap)."""
+        return self.model.known_fraction(inputs)
+
     def predict_topk(self, inputs, k: int = 5, *, progress: bool = False):
         n = inputs.shape[0] if sp.issparse(inputs) else len(inputs)
         if n == 0:

@@ -73,6 +73,48 @@ def load_encoder(name_or_path: str | os.PathLike, device="cpu"):
     return tokenizer, model.to(device).eval()
 
 
+def load_saved_encoder(folder: Path, device="cpu"):
+    """(tokenizer, model) from a saved model's encoder stage folder, which
+    :meth:`xmtc.models.storage.ModelReader.subfolder` has checked (listed files, checksums, declared
+    arrays). What the library then finds wrong is a broken model, reported as one ModelFormatError
+    line, not as a bad ``--encoder`` (ConfigError), the library's own exception, or its multi-line
+    report. A weight that the configuration needs but the folder lacks, or holds in another shape,
+    is refused too: the library would fill it with random values, and the model would load and
+    predict something else than what was saved."""
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    from ..errors import ModelFormatError
+
+    folder = Path(folder)
+    if not folder.is_absolute():  # a relative path could be read as a package name or ``~user``
+        raise ModelFormatError(f"{folder}: a saved encoder is loaded from its absolute path")
+    if not (folder / "config.json").is_file():
+        raise ModelFormatError(f"{folder}: not a Hugging Face model folder (no config.json)")
+    hf_logging.disable_progress_bar()
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report would break the one-line error; the checks below say it
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        model, info = AutoModel.from_pretrained(str(folder), local_files_only=True, output_loading_info=True,
+                                                ignore_mismatched_sizes=True)
+    except (OSError, ValueError, RuntimeError, KeyError, TypeError, AttributeError) as exc:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise ModelFormatError(f"{folder}: cannot load the encoder ({text})") from None
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    mismatched = sorted(info.get("mismatched_keys") or (), key=lambda item: item[0])
+    if mismatched:
+        key, saved, needed = mismatched[0]
+        raise ModelFormatError(f"{folder}: weight {key!r} has shape {list(saved)} in the folder but its"
+                               f" config.json needs {list(needed)}")
+    missing = info.get("missing_keys") or []
+    if missing:
+        raise ModelFormatError(f"{folder}: the folder lacks weight {sorted(missing)[0]!r}, which its config.json"
+                               " needs")
+    return tokenizer, model.to(device).eval()
+
+
 def pool(hidden, attention_mask, pooling: str):
     """Text embedding from token states: first token (``cls``) or masked mean (``mean``)."""
     if pooling == "cls":

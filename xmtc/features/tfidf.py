@@ -28,6 +28,13 @@ kept feature needs, and per order n a sorted int64 array of keys ``parent * n_un
 whose positions are the order-n ids. Transform looks n-grams up with ``searchsorted``; feature names
 are rebuilt from the trie on demand. This is compact, loads without pickle, and is checked on load.
 
+Text analysis (:mod:`xmtc.features.analyzers`) sits between steps 1 and 2: with an ``analyzer`` other than
+``simple`` or a ``stop_words`` list, each distinct token of step 1 is mapped once to its stem or lemma (or
+dropped, for a stop word) and the id stream is rewritten before n-grams form; with neither, step 1's output
+goes on untouched, so the features are exactly those of a featurizer without analysis. The analyzer and the
+stop-word list are saved with the vocabulary (the list itself, not its name, so a later edition of the list
+cannot change a saved model's features).
+
 Edge cases: a text that is empty or holds no known n-gram gives an all-zero row (as in sklearn, never
 NaN). The one deliberate difference from sklearn: a custom ``token_pattern`` whose tokens contain a
 space is refused when ``ngram_range`` allows n > 1, because "a b"+"c" and "a"+"b c" would silently
@@ -45,8 +52,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError, ModelFormatError, NotFittedError
-from .tfidf_kernels import (_as_text_list, _build_rows, _doc_and_term_freq, _ngram_fit, _ngram_lookup,
-                            _tokenize_regex, _tokenize_scanner)
+from .analyzers import Analyzer, check_stop_words, parse_analyzer, stop_word_list
+from .tfidf_arrays import vocabulary_from_arrays
+from .tfidf_kernels import (as_text_list, build_rows, doc_and_term_freq, ngram_fit, ngram_lookup,
+                            tokenize_regex, tokenize_scanner)
 
 __all__ = ["TfidfFeaturizer"]
 
@@ -56,7 +65,9 @@ _SCANNER_PATTERNS = frozenset({DEFAULT_TOKEN_PATTERN, r"\b\w\w+\b", r"(?u)\b\w{2
 _FORMAT = "xmtc.tfidf"
 _FORMAT_VERSION = 1
 _PARAM_NAMES = ("ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "lowercase", "norm",
-                "smooth_idf", "token_pattern")
+                "smooth_idf", "token_pattern", "analyzer", "stop_words")
+# Saved before analyzers existed: a file without these keys means no analysis.
+_LEGACY_DEFAULTS = {"analyzer": "simple", "stop_words": None}
 _NORM_CODES = {None: 0, "l1": 1, "l2": 2}
 # Below this many characters per call the regex tokeniser beats the scanner's fixed costs.
 _SMALL_INPUT_CHARS = 4096
@@ -70,10 +81,15 @@ class TfidfFeaturizer:
     Hyperparameters mean what they mean in sklearn: ``min_df``/``max_df`` are document counts when int
     and proportions of the training texts when float; ``max_features`` keeps the most frequent n-grams
     by total count. Features are numbered in alphabetical order of their text.
+
+    ``analyzer`` is an Annif-style spec (``simple``, ``snowball(finnish)``, ``simplemma(sv)``, ``voikko(fi)``;
+    see :mod:`xmtc.features.analyzers`); ``stop_words`` is None, a list of words, or a language whose
+    stop-word list is used ("en", "english", ...). Stop words are removed before n-grams form.
     """
 
     def __init__(self, ngram_range=(1, 2), min_df=2, max_df=1.0, max_features=None, sublinear_tf=True,
-                 lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN):
+                 lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN, analyzer="simple",
+                 stop_words=None):
         self.ngram_range = ngram_range
         self.min_df = min_df
         self.max_df = max_df
@@ -83,6 +99,8 @@ class TfidfFeaturizer:
         self.norm = norm
         self.smooth_idf = smooth_idf
         self.token_pattern = token_pattern
+        self.analyzer = analyzer
+        self.stop_words = stop_words
 
     # ---- parameters -----------------------------------------------------------------------------
 
@@ -122,23 +140,38 @@ class TfidfFeaturizer:
         if pattern.groups > 1:
             raise ConfigError(f"token_pattern {self.token_pattern!r} has {pattern.groups} capturing groups; "
                               "at most one (the token) is allowed")
+        parse_analyzer(self.analyzer)
+        sw = self.stop_words
+        if sw is not None and not isinstance(sw, str) and (
+                not isinstance(sw, (list, tuple, set, frozenset)) or not all(isinstance(w, str) for w in sw)):
+            raise ConfigError(f"stop_words must be None, a language or a list of words, got {type(sw).__name__}")
         return int(rng[0]), int(rng[1]), pattern
 
+    def _make_analyzer(self) -> Analyzer | None:
+        """The analyzer transform applies, None when analysis would change nothing."""
+        sw = self.stop_words
+        words = stop_word_list(check_stop_words(sw)) if isinstance(sw, str) else sw
+        analyzer = Analyzer(self.analyzer, sorted(set(words)) if words else None, self.lowercase)
+        return None if analyzer.is_identity else analyzer
+
     @staticmethod
-    def _tokenize(texts: list, pattern: re.Pattern, lowercase: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    def _tokenize(texts: list, pattern: re.Pattern, lowercase: bool, analyzer: Analyzer | None = None
+                  ) -> tuple[np.ndarray, np.ndarray, list[str]]:
         if pattern.pattern in _SCANNER_PATTERNS and (
                 len(texts) > 8 or sum(len(t) for t in texts if isinstance(t, str)) > _SMALL_INPUT_CHARS):
-            return _tokenize_scanner(texts, lowercase)
-        return _tokenize_regex(texts, lowercase, pattern)
+            out = tokenize_scanner(texts, lowercase)
+        else:
+            out = tokenize_regex(texts, lowercase, pattern)
+        return out if analyzer is None else analyzer.apply(*out)
 
     # ---- fitting --------------------------------------------------------------------------------
 
     def fit(self, texts: Sequence[str]) -> "TfidfFeaturizer":
-        self._fit(_as_text_list(texts))
+        self._fit(as_text_list(texts))
         return self
 
     def fit_transform(self, texts: Sequence[str]) -> sp.csr_matrix:
-        featpos, doc_ptr = self._fit(_as_text_list(texts))
+        featpos, doc_ptr = self._fit(as_text_list(texts))
         return self._rows(featpos, doc_ptr)
 
     def _fit(self, texts: list) -> tuple[np.ndarray, np.ndarray]:
@@ -147,7 +180,8 @@ class TfidfFeaturizer:
         n_docs = len(texts)
         if n_docs == 0:
             raise ConfigError("cannot fit TF-IDF on zero texts")
-        uni, doc_ptr, uni_strings = self._tokenize(texts, pattern, self.lowercase)
+        analyzer = self._make_analyzer()
+        uni, doc_ptr, uni_strings = self._tokenize(texts, pattern, self.lowercase, analyzer)
         n_uni = len(uni_strings)
         if max_n > 1 and any(" " in s for s in uni_strings):
             raise ConfigError(f"token_pattern {self.token_pattern!r} produced tokens containing a space; "
@@ -156,12 +190,12 @@ class TfidfFeaturizer:
         ids = [uni]
         keys = [np.arange(n_uni, dtype=np.int64)]
         for n in range(2, max_n + 1):
-            ids_n, keys_n = _ngram_fit(ids[-1], uni, doc_ptr, n, n_uni)
+            ids_n, keys_n = ngram_fit(ids[-1], uni, doc_ptr, n, n_uni)
             ids.append(ids_n)
             keys.append(keys_n)
         dfs, tfs = [], []
         for n in range(min_n, max_n + 1):
-            df, tf = _doc_and_term_freq(ids[n - 1], doc_ptr, len(keys[n - 1]))
+            df, tf = doc_and_term_freq(ids[n - 1], doc_ptr, len(keys[n - 1]))
             dfs.append(df)
             tfs.append(tf)
         level_of = np.concatenate([np.full(len(d), n, np.int64) for n, d in zip(range(min_n, max_n + 1), dfs)])
@@ -174,6 +208,10 @@ class TfidfFeaturizer:
         high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
         low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
         if high < low:
+            if isinstance(self.min_df, numbers.Integral) and n_docs < self.min_df:
+                raise ConfigError(f"{n_docs} training text{'s' if n_docs != 1 else ''} cannot give features that"
+                                  f" occur in at least min_df={self.min_df} texts; train on more texts (or lower"
+                                  " --min-df)")
             raise ConfigError(f"max_df={self.max_df!r} corresponds to fewer texts than min_df={self.min_df!r} "
                               f"on {n_docs} texts")
         cand = np.flatnonzero((df_all <= high) & (df_all >= low))
@@ -200,7 +238,7 @@ class TfidfFeaturizer:
             sel = level_of[cand] == n
             featmap[n - 1][local_id[cand][sel]] = np.flatnonzero(sel)
         self._build_trie(featmap, keys, rank, uni_strings, n_uni)
-        self._ready(min_n, max_n, pattern)
+        self._ready(min_n, max_n, pattern, analyzer)
 
         featpos = np.empty((max_n - min_n + 1, len(uni)), np.int32)
         for n in range(min_n, max_n + 1):
@@ -251,7 +289,7 @@ class TfidfFeaturizer:
             new_prev = np.full(len(keys[n]), -1, np.int64)
             new_prev[j[order]] = np.arange(len(j))
 
-    def _ready(self, min_n: int, max_n: int, pattern: re.Pattern) -> None:
+    def _ready(self, min_n: int, max_n: int, pattern: re.Pattern, analyzer: Analyzer | None) -> None:
         """Derive transform-time lookups from the trie, and freeze the settings transform uses.
 
         Freezing means a fitted featurizer keeps producing the features it was fitted for even if
@@ -261,11 +299,13 @@ class TfidfFeaturizer:
         # feature id per trie node, plus a trailing -1 so that node id -1 maps to "no feature"
         self._featmaps = [np.append(f, -1).astype(np.int32) for f in [self._uni_feature, *self._ngram_feature]]
         self._frozen = (min_n, max_n, pattern, self.lowercase, bool(self.sublinear_tf), _NORM_CODES[self.norm])
+        self._analyzer = analyzer
+        self._stop_list = sorted(analyzer.stop_words) if analyzer is not None and analyzer.stop_words else None
         self._names = None
 
     def _rows(self, featpos: np.ndarray, doc_ptr: np.ndarray) -> sp.csr_matrix:
         _, _, _, _, sublinear, norm = self._frozen
-        return _build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_)
+        return build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_)
 
     # ---- transforming ---------------------------------------------------------------------------
 
@@ -273,21 +313,37 @@ class TfidfFeaturizer:
         if not hasattr(self, "idf_"):
             raise NotFittedError("TfidfFeaturizer is not fitted; call fit() or from_arrays() first")
 
+    def _unigrams(self, texts: list) -> tuple[np.ndarray, np.ndarray]:
+        """Each token of ``texts`` as its unigram's trie index (-1: not in the vocabulary), and where
+        each text's tokens start (``doc_ptr``)."""
+        _, _, pattern, lowercase, _, _ = self._frozen
+        tok, doc_ptr, strings = self._tokenize(texts, pattern, lowercase, self._analyzer)
+        get = self._uni_index.get
+        remap = np.array([get(s, -1) for s in strings], dtype=np.int32)
+        return (remap[tok] if len(tok) else tok), doc_ptr
+
+    def known_fraction(self, texts: Sequence[str]) -> np.ndarray:
+        """Per text, the share of its tokens that are words of the vocabulary (0 for a text without
+        tokens): how much of the text the model can read at all."""
+        self._check_fitted()
+        uni, doc_ptr = self._unigrams(as_text_list(texts))
+        known = np.concatenate([[0], np.cumsum(uni >= 0)])
+        ptr = np.asarray(doc_ptr, dtype=np.int64)
+        n_tok = np.diff(ptr)
+        return np.divide(np.diff(known[ptr]), n_tok, out=np.zeros(n_tok.shape, dtype=np.float64), where=n_tok > 0)
+
     def transform(self, texts: Sequence[str]) -> sp.csr_matrix:
         """(n_texts, n_features) float32 CSR, sorted indices; texts with no known n-gram give zero rows."""
         self._check_fitted()
-        texts = _as_text_list(texts)
-        min_n, max_n, pattern, lowercase, _, _ = self._frozen
-        tok, doc_ptr, strings = self._tokenize(texts, pattern, lowercase)
-        get = self._uni_index.get
-        remap = np.array([get(s, -1) for s in strings], dtype=np.int32)
-        uni = remap[tok] if len(tok) else tok
+        texts = as_text_list(texts)
+        min_n, max_n = self._frozen[:2]
+        uni, doc_ptr = self._unigrams(texts)
         n_uni = len(self._uni_strings)
         featpos = np.empty((max_n - min_n + 1, len(uni)), np.int32)
         prev = uni
         for n in range(1, max_n + 1):
             if n > 1:
-                prev = _ngram_lookup(prev, uni, doc_ptr, n, n_uni, self._ngram_keys[n - 2])
+                prev = ngram_lookup(prev, uni, doc_ptr, n, n_uni, self._ngram_keys[n - 2])
             if n >= min_n:
                 featpos[n - min_n] = self._featmaps[n - 1][prev]
         return self._rows(featpos, doc_ptr)
@@ -345,6 +401,8 @@ class TfidfFeaturizer:
         np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
         params = self.get_params()
         params["ngram_range"] = [int(v) for v in self.ngram_range]
+        params["analyzer"] = str(parse_analyzer(self.analyzer))
+        params["stop_words"] = self._stop_list
         params.update(format=_FORMAT, format_version=_FORMAT_VERSION, n_features=int(self.n_features_))
         arrays = {
             "idf": np.ascontiguousarray(self.idf_, dtype=np.float32),
@@ -368,6 +426,7 @@ class TfidfFeaturizer:
         if fmt != _FORMAT or version != _FORMAT_VERSION:
             raise ModelFormatError(f"not a TF-IDF featurizer of format {_FORMAT} v{_FORMAT_VERSION} "
                                    f"(found {fmt!r} v{version!r})")
+        params = {**_LEGACY_DEFAULTS, **params}
         unknown = set(params) - set(_PARAM_NAMES)
         missing = set(_PARAM_NAMES) - set(params)
         if unknown or missing:
@@ -379,60 +438,13 @@ class TfidfFeaturizer:
             min_n, max_n, pattern = self._checked_params()
         except ConfigError as exc:
             raise ModelFormatError(f"TF-IDF params: {exc}") from None
+        if isinstance(self.stop_words, str):
+            raise ModelFormatError("TF-IDF params: 'stop_words' must be saved as a list of words or null")
+        analyzer = self._make_analyzer()  # a missing analyzer library is a ConfigError saying what to install
         if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
             raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
 
-        expected = {"idf", "unigram_blob", "unigram_offsets", "unigram_feature"}
-        expected |= {f"ngram{n}_{part}" for n in range(2, max_n + 1) for part in ("keys", "feature")}
-        if set(arrays) != expected:
-            raise ModelFormatError(f"TF-IDF arrays: expected {sorted(expected)}, got {sorted(arrays)}")
-
-        def arr(name, kind, dtype):
-            a = np.asarray(arrays[name])
-            if a.ndim != 1 or a.dtype.kind not in kind:
-                raise ModelFormatError(f"TF-IDF array {name!r}: expected 1-d {dtype.__name__}, "
-                                       f"got {a.ndim}-d {a.dtype}")
-            return a.astype(dtype, copy=False)
-
-        idf = arr("idf", "f", np.float32)
-        if len(idf) != n_features or not np.all(np.isfinite(idf)) or np.any(idf <= 0):
-            raise ModelFormatError(f"TF-IDF array 'idf': need {n_features} finite positive values")
-        if np.asarray(arrays["unigram_blob"]).dtype != np.uint8:
-            raise ModelFormatError("TF-IDF array 'unigram_blob' must be uint8 (UTF-8 bytes)")
-        blob = arr("unigram_blob", "u", np.uint8).tobytes()
-        offsets = arr("unigram_offsets", "iu", np.int64)
-        if len(offsets) < 1 or offsets[0] != 0 or offsets[-1] != len(blob) or np.any(np.diff(offsets) < 0):
-            raise ModelFormatError("TF-IDF array 'unigram_offsets' does not partition 'unigram_blob'")
-        try:
-            strings = [blob[a:b].decode("utf-8", "surrogatepass")
-                       for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist())]
-        except UnicodeDecodeError as exc:
-            raise ModelFormatError(f"TF-IDF array 'unigram_blob' is not UTF-8: {exc}") from None
-        n_uni = len(strings)
-        if len(set(strings)) != n_uni:
-            raise ModelFormatError("TF-IDF array 'unigram_blob' holds duplicate unigrams")
-        fmaps = [arr("unigram_feature", "iu", np.int64)]
-        keys_list = []
-        prev_size = n_uni
-        for n in range(2, max_n + 1):
-            k = arr(f"ngram{n}_keys", "iu", np.int64)
-            f = arr(f"ngram{n}_feature", "iu", np.int64)
-            if len(k) != len(f):
-                raise ModelFormatError(f"TF-IDF arrays 'ngram{n}_keys' and 'ngram{n}_feature' differ in length")
-            if len(k) and (k[0] < 0 or k[-1] >= prev_size * n_uni or np.any(np.diff(k) <= 0)):
-                raise ModelFormatError(f"TF-IDF array 'ngram{n}_keys' is not strictly increasing in range")
-            keys_list.append(k)
-            fmaps.append(f)
-            prev_size = len(k)
-        if len(fmaps[0]) != n_uni:
-            raise ModelFormatError("TF-IDF array 'unigram_feature' does not match the number of unigrams")
-        used = []
-        for n, f in enumerate(fmaps, start=1):
-            if len(f) and (f.min() < -1 or f.max() >= n_features or (n < min_n and f.max() >= 0)):
-                raise ModelFormatError(f"TF-IDF feature ids of order {n} are out of range")
-            used.append(f[f >= 0])
-        if not np.array_equal(np.sort(np.concatenate(used)), np.arange(n_features)):
-            raise ModelFormatError("TF-IDF arrays: feature ids are not each used exactly once")
+        idf, strings, fmaps, keys_list = vocabulary_from_arrays(arrays, n_features, min_n, max_n)
 
         self.idf_ = idf
         self.n_features_ = n_features
@@ -440,7 +452,7 @@ class TfidfFeaturizer:
         self._uni_feature = fmaps[0]
         self._ngram_keys = keys_list
         self._ngram_feature = fmaps[1:]
-        self._ready(min_n, max_n, pattern)
+        self._ready(min_n, max_n, pattern, analyzer)
         return self
 
 

@@ -213,7 +213,7 @@ def _ngram_some(prev, uni, doc_ptr, n, n_uni, st, out, slot, keys, bits):
 
 
 @njit(cache=True, nogil=True)
-def _ngram_fit(prev, uni, doc_ptr, n, n_uni):
+def ngram_fit(prev, uni, doc_ptr, n, n_uni):
     """Id of the n-gram starting at each token (-1 where it would cross the text's end) and each
     id's key; ids numbered by first occurrence."""
     out = np.full(uni.shape[0], -1, np.int32)
@@ -235,8 +235,8 @@ def _ngram_fit(prev, uni, doc_ptr, n, n_uni):
 
 
 @njit(cache=True, nogil=True)
-def _ngram_lookup(prev, uni, doc_ptr, n, n_uni, keys):
-    """Transform-time counterpart of :func:`_ngram_fit`: find each n-gram in the fitted sorted keys."""
+def ngram_lookup(prev, uni, doc_ptr, n, n_uni, keys):
+    """Transform-time counterpart of :func:`ngram_fit`: find each n-gram in the fitted sorted keys."""
     T = uni.shape[0]
     out = np.full(T, -1, np.int32)
     K = keys.shape[0]
@@ -254,7 +254,7 @@ def _ngram_lookup(prev, uni, doc_ptr, n, n_uni, keys):
 
 
 @njit(cache=True, nogil=True)
-def _doc_and_term_freq(ids, doc_ptr, n_terms):
+def doc_and_term_freq(ids, doc_ptr, n_terms):
     """Per term: number of texts containing it (df) and total occurrences (for max_features)."""
     df = np.zeros(n_terms, np.int64)
     tf = np.zeros(n_terms, np.int64)
@@ -352,7 +352,7 @@ def _compact_chunk(ub_ptr, indptr, indices_ub, data_ub, indices, data, d0, d1):
             data[indptr[d] + q] = data_ub[s + q]
 
 
-def _build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, sublinear: bool, norm: int,
+def build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, sublinear: bool, norm: int,
                 n_features: int) -> sp.csr_matrix:
     """CSR rows from per-token feature ids (one row of ``featpos`` per n-gram order, -1 = none)."""
     n_docs = doc_ptr.shape[0] - 1
@@ -385,7 +385,7 @@ def _build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, subli
 # tokenisation front ends
 # --------------------------------------------------------------------------------------------------
 
-def _as_text_list(texts: Any) -> list:
+def as_text_list(texts: Any) -> list:
     if isinstance(texts, (str, bytes)):
         raise ConfigError("expected a sequence of texts, got a single " + type(texts).__name__)
     return texts if isinstance(texts, list) else list(texts)
@@ -398,7 +398,7 @@ def _bad_item(texts: list) -> DataFormatError:
     raise AssertionError("no bad item")  # pragma: no cover - caller saw a type error
 
 
-def _tokenize_scanner(texts: list, lowercase: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def tokenize_scanner(texts: list, lowercase: bool) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Default-pattern tokeniser: one pass of :func:`_scan_words` over the joined corpus."""
     try:
         docs = [t.lower() for t in texts] if lowercase else texts
@@ -416,7 +416,7 @@ def _tokenize_scanner(texts: list, lowercase: bool) -> tuple[np.ndarray, np.ndar
     return tok, doc_ptr, blob[:-1].tobytes().decode("utf-8", "surrogatepass").split("\x00")
 
 
-def _tokenize_regex(texts: list, lowercase: bool, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray, list[str]]:
+def tokenize_regex(texts: list, lowercase: bool, pattern: re.Pattern) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """Any-pattern tokeniser: ``re.findall`` per text, exactly what sklearn's analyzer does."""
     findall = pattern.findall
     vocab: dict[str, int] = {}

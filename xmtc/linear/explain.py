@@ -38,7 +38,7 @@ def _segment_offsets(level: BeamLevel) -> np.ndarray:
     return offsets
 
 
-def _parent_of(level: BeamLevel) -> np.ndarray:
+def parent_of(level: BeamLevel) -> np.ndarray:
     """``level.parent_of`` (rebuilt from the layout on every access), kept on the level after the first call."""
     parent_of = getattr(level, "_explain_parent_of", None)
     if parent_of is None:
@@ -85,7 +85,7 @@ def label_paths(levels: list[BeamLevel], labels: np.ndarray) -> np.ndarray:
     node = labels
     for t in range(len(levels) - 1, -1, -1):
         out[:, t] = node
-        node = _parent_of(levels[t])[node].astype(np.int64)
+        node = parent_of(levels[t])[node].astype(np.int64)
     return out
 
 
@@ -112,7 +112,7 @@ def path_contributions(levels: list[BeamLevel], features: np.ndarray, values: np
     margins = np.zeros((labels.shape[0], D))
     bias = np.zeros(labels.shape[0])
     for t, level in enumerate(levels):
-        W = _path_weights(level, features, paths[:, t], _parent_of(level))   # (features, labels)
+        W = _path_weights(level, features, paths[:, t], parent_of(level))   # (features, labels)
         part = (W * values[:, None]).T
         b = float(level.bias) * level.bias_w[paths[:, t]].astype(np.float64)
         margins[:, t] = part.sum(axis=1) + b

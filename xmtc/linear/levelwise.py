@@ -31,7 +31,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .hierarchy import HierarchicalLinearModel, chain_of
-from .subtrees import _solver_kw, place_columns
+from .subtrees import place_columns, solver_options
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def train_group(X: sp.csr_matrix, targets: sp.csr_matrix, parent_of: np.ndarray,
     what :func:`~xmtc.linear.solver.train_level` gives those columns when it trains the whole level."""
     from .solver import train_level
 
-    solver_kw = _solver_kw(dict(solver_kw))
+    solver_kw = solver_options(dict(solver_kw))
     parents = np.asarray(parents, dtype=np.int64)
     parent_of = np.asarray(parent_of, dtype=np.int64)
     children = group_children(parent_of, parents)
@@ -118,4 +118,4 @@ def fit_by_levels(X, Y, tree, *, negatives: str = "tfn+man", beam_size: int = 10
         return join_level(parts, groups, parent_of)
 
     return HierarchicalLinearModel().fit(X, Y, tree, negatives=negatives, beam_size=beam_size, progress=progress,
-                                         train_level=train_level, **_solver_kw(dict(solver_kw)))
+                                         train_level=train_level, **solver_options(dict(solver_kw)))

@@ -11,6 +11,12 @@ bias feature), which is also what PECOS runs.  For output ``k`` with training ro
 and returns ``[w; b]`` as one column of a sparse ``(d + 1, K)`` matrix; the decision value of an
 instance is ``x . W[:d, k] + bias * W[d, k]``.
 
+Warm starts (``init``, ``warm``) update a trained model without its training data or without starting over
+(:mod:`xmtc.linear.update`): ``"proximal"`` minimises ``0.5 ||w - w_old||^2 + loss`` over the given rows
+(liblinear's dual started at ``w = w_old``, ``alpha = 0``: each update reads only ``w . x_i`` and
+``alpha_i``, so the same loop solves it); ``"dual"`` solves the objective above started from the dual point
+that ``w_old`` implies (``alpha_i = max(0, 1 - y_i w_old . x_i) / D_ii``, ``w = sum alpha_i y_i x_i``).
+
 Why it is organised the way it is:
 
 * Outputs with the same parent share one training set, so training sets are built once per *parent*:
@@ -155,7 +161,7 @@ def _prepare(X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, thresho
 # --------------------------------------------------------------------------------------------------
 
 def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=0.1, max_iter=100,
-                threshold=0.05, n_threads=None) -> sp.csc_matrix:
+                threshold=0.05, n_threads=None, init=None, warm=None) -> sp.csc_matrix:
     """Train one L2-loss linear SVM per column of ``Y`` on the rows its parent makes active.
 
     Parameters
@@ -169,6 +175,8 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
         projected gradients) and epoch limit.  threshold : weights with ``|w| < threshold`` are dropped
         (PECOS's rule); the bias weight is kept whenever it is nonzero.  n_threads : worker threads,
         default every CPU the process may use; the result does not depend on it.
+    init : (d + 1, K) sparse old weights to start from, with ``warm`` "proximal" or "dual" (module doc).
+        Proximal keeps an output's old weights on features that none of its rows has.
 
     Returns
     -------
@@ -182,16 +190,34 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
     scores below zero everywhere it was trained.
     """
     return _train(X, Y, parent_of, active, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
-                  max_iter=max_iter, threshold=threshold, n_threads=n_threads)[0]
+                  max_iter=max_iter, threshold=threshold, n_threads=n_threads, init=init, warm=warm)[0]
 
 
-def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads):
+_WARM = {None: 0, "proximal": 1, "dual": 2}
+
+
+def _warm_arrays(init, warm, shape):
+    """The old weights as csc arrays for the kernel (empty ones for a cold start) and the mode code."""
+    if warm not in _WARM:
+        raise ConfigError(f"warm must be None, 'proximal' or 'dual', got {warm!r}")
+    if warm is not None and init is None:
+        raise ConfigError(f"warm={warm!r} needs the old weights (init)")
+    W0 = sp.csc_matrix(shape, dtype=np.float32) if warm is None else sp.csc_matrix(init, dtype=np.float32)
+    if W0.shape != shape:
+        raise ValueError(f"init has shape {W0.shape}, expected {shape}")
+    W0.sort_indices()
+    return W0.indptr.astype(np.int64), W0.indices.astype(np.int32), W0.data, _WARM[warm]
+
+
+def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads, init=None,
+           warm=None):
     """train_level, also returning the epochs each output ran (max_iter means it did not converge)."""
     (X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads) = _prepare(
         X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads)
     n, d = X.shape
     K = Y.shape[1]
     P = active.shape[1]
+    w0_ptr, w0_ind, w0_val, mode = _warm_arrays(init, warm, (d + 1, K))
     if K == 0:
         return sp.csc_matrix((d + 1, 0), dtype=np.float32), np.zeros(0, dtype=np.int64)
 
@@ -273,7 +299,10 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         work, work_off = _deal(cost, n_threads)
         max_m = max(int(parent_rows[p0:p1].max()), 1)
         max_u = int(n_feat.max())
-        cap = max(cap, L * (max_u + 1))
+        # a proximal block may also hand back all of its outputs' old weights
+        extra = np.where(blk_out >= 0, np.diff(w0_ptr)[np.maximum(blk_out, 0)], 0).sum(axis=1).max() \
+            if mode == 1 else 0
+        cap = max(cap, L * (max_u + 1) + int(extra))
         o_rows = np.empty((n_threads, cap), dtype=np.int32)
         o_vals = np.empty((n_threads, cap), dtype=np.float32)
         o_used = np.zeros(n_threads, dtype=np.int64)
@@ -284,14 +313,15 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         progress = work_off[:-1].copy()
         while True:
             before = progress.copy()
-            native.check(kern.xmtc_train_batch(
+            warm_args = (ptr(w0_ptr, np.int64), ptr(w0_ind, np.int32), ptr(w0_val, np.float32), mode) if mode else ()
+            native.check((kern.xmtc_train_batch_warm if mode else kern.xmtc_train_batch)(
                 ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32), ptr(rsq, np.float64),
                 ptr(rows, np.int32), ptr(row_active, np.uint8), ptr(row_off, np.int64), ptr(feat, np.int32),
                 ptr(lpos, np.int32), ptr(feat_off, np.int64), ptr(n_feat, np.int64), ptr(y_ptr, np.int64), ptr(y_ind, np.int32),
                 ptr(blk_out, np.int64), ptr(blk_parent, np.int64), ptr(work, np.int64), ptr(work_off, np.int64),
                 ptr(progress, np.int64), bias, dpos, dneg, tol, max_iter, threshold, d, max_m, max_u,
                 ptr(o_rows, np.int32), ptr(o_vals, np.float32), cap, ptr(o_used, np.int64),
-                ptr(res_start, np.int64), ptr(res_cnt, np.int64), ptr(res_it, np.int64), n_threads),
+                ptr(res_start, np.int64), ptr(res_cnt, np.int64), ptr(res_it, np.int64), *warm_args, n_threads),
                 "training a batch of outputs")
             for t in range(n_threads):  # harvest each thread's buffer (a loop over threads only)
                 res_start[work[before[t]:progress[t]]] += base
@@ -312,7 +342,9 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
     np.cumsum(res_count, out=indptr[1:])
     gather = np.repeat(res_start_all - indptr[:-1], res_count) + np.arange(indptr[-1], dtype=np.int64)
     W = sp.csc_matrix((all_vals[gather], all_rows[gather], indptr), shape=(d + 1, K))
-    W.has_sorted_indices = True
+    W.has_sorted_indices = mode != 1  # proximal: the kept old weights follow the trained ones
+    if mode == 1:
+        W.sort_indices()
     return W, res_iter
 
 

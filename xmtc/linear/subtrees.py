@@ -89,7 +89,7 @@ def choose_depth(chain: Sequence[sp.csr_matrix], workers: int) -> int:
     return len(chain) - 1
 
 
-def _solver_kw(kw: dict) -> dict:
+def solver_options(kw: dict) -> dict:
     unknown = set(kw) - set(SOLVER_KEYS) - {"n_threads"}
     if unknown:
         raise ConfigError(f"unknown solver settings {sorted(unknown)}")
@@ -113,7 +113,7 @@ def train_subtree(X: sp.csr_matrix, Y: sp.csr_matrix, chain: Sequence[sp.csr_mat
     """
     from .solver import train_level
 
-    solver_kw = _solver_kw(dict(solver_kw))
+    solver_kw = solver_options(dict(solver_kw))
     Y = sp.csr_matrix(Y)
     rows = rows_of(Y, sub.nodes[-1])
     Xs = X[rows]
@@ -139,7 +139,7 @@ def train_top(X: sp.csr_matrix, Y: sp.csr_matrix, chain: Sequence[sp.csr_matrix]
     """The ``depth`` levels above the cut, as the whole-tree fit trains them (tfn)."""
     from .solver import train_level
 
-    solver_kw = _solver_kw(dict(solver_kw))
+    solver_kw = solver_options(dict(solver_kw))
     targets = level_targets(Y, list(chain))
     out = []
     for t in range(depth):
@@ -197,7 +197,7 @@ def fit_by_subtrees(X, Y, tree, *, depth: int | None = None, workers: int = 1, n
     if negatives != "tfn":
         raise ConfigError(f"training by subtrees (distributed) needs negatives='tfn'; {negatives!r} uses the"
                           " matcher's beam, which couples all subtrees")
-    solver_kw = _solver_kw(dict(solver_kw))
+    solver_kw = solver_options(dict(solver_kw))
     X, Y, chain = fit_inputs(X, Y, tree, negatives, beam_size)
     if len(chain) == 1:
         return HierarchicalLinearModel().fit(X, Y, chain, negatives="tfn", beam_size=beam_size, progress=progress,

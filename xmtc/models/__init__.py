@@ -1,12 +1,18 @@
-"""End-to-end estimators users call (fit / predict / save / load) and the method registry."""
+"""End-to-end estimators users call (fit / predict / save / load).
 
-from .base import XMCModel, estimator_class, load, method_names
-from .xr_linear import XRLinear, XRLinearConfig
-from .aplc import APLC, APLCConfig
-from .cascadexml import CascadeXML, CascadeXMLConfig
-from .elias import ELIAS, ELIASConfig
-from .lightxml import LightXML, LightXMLConfig
-from .xr_transformer import XRTransformer, XRTransformerConfig, XTransformer, XTransformerConfig
+Which estimators exist is :mod:`xmtc.registry`'s table; this package exports each estimator and its
+config class by name (``from xmtc.models import XRLinear``), importing a method's module only when
+its name is first used.
+"""
 
-__all__ = ["XMCModel", "APLC", "APLCConfig", "CascadeXML", "CascadeXMLConfig", "ELIAS", "ELIASConfig", "LightXML", "LightXMLConfig", "XRLinear", "XRLinearConfig", "XRTransformer", "XRTransformerConfig", "XTransformer",
-           "XTransformerConfig", "estimator_class", "load", "method_names"]
+from ..registry import estimator_class, exported_names, method_names, resolve_export
+from .base import XMCModel, load
+
+__all__ = ["XMCModel", "estimator_class", "load", "method_names", *exported_names()]
+
+
+def __getattr__(name):
+    found = resolve_export(name)
+    if found is None:
+        raise AttributeError(f"module 'xmtc.models' has no attribute {name!r}")
+    return found

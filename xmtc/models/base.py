@@ -22,16 +22,19 @@ from ..config import build_config, config_to_dict
 from ..data.dataset import label_matrix
 from ..data.labels import LabelVocab
 from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
+from ..registry import METHODS, estimator_class, method_names
 from .storage import ModelReader, ModelWriter
 
 log = logging.getLogger(__name__)
 
-_REGISTRY: dict[str, type["XMCModel"]] = {}
+__all__ = ["XMCModel", "register", "load", "estimator_class", "method_names", "check_requirements"]
 
 
 def register(cls: type["XMCModel"]) -> type["XMCModel"]:
-    """Class decorator: make a method loadable by its manifest name and give it a keyword signature."""
-    _REGISTRY[cls.method] = cls
+    """Class decorator of an estimator listed in :mod:`xmtc.registry`: give it a keyword signature
+    generated from its config dataclass (what ``help()`` and IDEs show)."""
+    if METHODS.get(cls.method, (None, None))[1] != cls.__name__:
+        raise TypeError(f"{cls.__name__} ({cls.method!r}) is not listed in xmtc.registry.METHODS")
     fields = dataclasses.fields(cls.config_class)
     inherited = cls.__init__
 
@@ -45,15 +48,17 @@ def register(cls: type["XMCModel"]) -> type["XMCModel"]:
     return cls
 
 
-def method_names() -> list[str]:
-    return sorted(_REGISTRY)
+def check_requirements(cls: type["XMCModel"]) -> None:
+    """Refuse, in one line naming the ``pip install`` that fixes it, a method whose optional packages
+    are missing: before any data is read, not as an ImportError deep inside ``fit`` or ``load``.
 
+    ``find_spec`` looks for the package without importing it (importing torch alone takes seconds)."""
+    import importlib.util
 
-def estimator_class(method: str) -> type["XMCModel"]:
-    try:
-        return _REGISTRY[method]
-    except KeyError:
-        raise ConfigError(f"unknown method {method!r}; available: {', '.join(method_names())}") from None
+    missing = [module for module in cls.requires if importlib.util.find_spec(module) is None]
+    if missing:
+        raise ConfigError(f"the {cls.method} method needs {' and '.join(missing)}, which this Python lacks;"
+                          f" install it with: pip install 'xmtc[{cls.extra}]'")
 
 
 def load(folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
@@ -65,10 +70,11 @@ def load(folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
     """
     reader = ModelReader(folder, mmap=mmap)
     method = reader.manifest["method"]
-    if method not in _REGISTRY:
+    if method not in METHODS:
         raise ModelFormatError(f"{reader.folder}: unknown method {method!r} in manifest"
                                f" (this xmtc knows {', '.join(method_names())})")
-    cls = _REGISTRY[method]
+    cls = estimator_class(method)
+    check_requirements(cls)
     model = cls(**cls._params_from_manifest(reader))
     try:
         model._load_state(reader)
@@ -183,6 +189,20 @@ class XMCModel:
 
     method: ClassVar[str]
     config_class: ClassVar[type]
+    #: importable packages the method needs beyond xmtc's own dependencies, and the extra that brings them
+    requires: ClassVar[tuple[str, ...]] = ()
+    extra: ClassVar[str] = ""
+    #: a second fit costs little (xmtc train then refits on all documents after calibrating)
+    cheap_refit: ClassVar[bool] = False
+    #: ``fit`` takes ``checkpoint_dir`` and ``resume`` (long fits that can be continued)
+    supports_checkpoints: ClassVar[bool] = False
+    #: whether :meth:`learn` can update a trained model with new documents (:mod:`xmtc.models.learning`)
+    can_learn: ClassVar[bool] = False
+    #: ``xmtc train --label-file`` gives it every label of the file, also those no training document
+    #: carries: suggested from their text natively or through the label-text route
+    open_labels: ClassVar[bool] = True
+    #: the method scores label texts itself (no label-text route is attached; :mod:`xmtc.models.open_labels`)
+    native_label_texts: ClassVar[bool] = False
 
     def __init__(self, **params: Any):
         self._config = build_config(self.config_class, params, source=type(self).__name__)
@@ -235,28 +255,63 @@ class XMCModel:
         if isinstance(X, (str, bytes)):
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)
+        removed = getattr(self, "removed_", None)
+        k_ask = int(k) + (min(int(removed.sum()), 64) if removed is not None else 0)  # room for masked labels
         if n <= batch_size:
-            return self._calibrated(*self._predict_batch(X, int(k)))
+            return self._open_topk(*self.calibrated_topk(*self._predict_batch(X, k_ask), X), X, int(k))
         from ..progress import progress_bar
 
         idx_parts, score_parts = [], []
         with progress_bar(progress, total=n, unit="doc", desc="predict") as bar:
             for start in range(0, n, batch_size):
                 chunk = X[start:start + batch_size]
-                idx, scores = self._predict_batch(chunk, int(k))
+                idx, scores = self._open_topk(*self.calibrated_topk(*self._predict_batch(chunk, k_ask), chunk),
+                                              chunk, int(k))
                 idx_parts.append(idx)
                 score_parts.append(scores)
                 bar.update(idx.shape[0])
-        return self._calibrated(np.concatenate(idx_parts), np.concatenate(score_parts))
+        return np.concatenate(idx_parts), np.concatenate(score_parts)
 
-    def _calibrated(self, idx: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Scores through the model's calibration (:mod:`xmtc.models.calibration`), if it holds one."""
+    def calibrated_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Scores through the model's calibration (:mod:`xmtc.models.calibration`), if it holds one,
+        damped for texts the model can hardly read (:func:`xmtc.models.calibration.damp_unreadable`)."""
         calibration = getattr(self, "calibration_", None)
         if calibration is None:
             return idx, scores
-        return calibration.apply(idx, scores)
+        from .calibration import damp_unreadable
+
+        idx, scores = calibration.apply(idx, scores)
+        known = self.known_fraction(X)
+        return (idx, scores) if known is None else damp_unreadable(idx, scores, known)
+
+    def _open_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Labels known only by their text merged in, removed labels dropped (:mod:`xmtc.models.open_labels`)."""
+        if getattr(self, "label_route_", None) is None and getattr(self, "removed_", None) is None:
+            return idx, scores
+        from .open_labels import apply_open_labels
+
+        texts = None if sp.issparse(X) or isinstance(X, np.ndarray) else list(X)
+        return apply_open_labels(self, idx, scores, texts, k)
+
+    def known_fraction(self, X: Any) -> np.ndarray | None:
+        """Per text, the share of its words in the model's TF-IDF vocabulary (``None`` for feature rows,
+        and for models without a vocabulary: a subword tokenizer reads any text)."""
+        from .open_labels import text_featurizer
+
+        featurizer = text_featurizer(self)
+        if featurizer is None or sp.issparse(X) or isinstance(X, np.ndarray):
+            return None
+        return featurizer.known_fraction(list(X))
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def learn(self, X: Any, Y: Any, *, labels=None, progress: bool = False) -> "XMCModel":
+        """Update the trained model with new labelled documents; methods that cannot raise a one-line
+        ConfigError saying why and which can (:mod:`xmtc.models.learning`)."""
+        from .learning import check_can_learn
+
+        check_can_learn(self)
         raise NotImplementedError
 
     def predict(self, X: Any, k: int = 5, *, progress: bool = False) -> list[list[tuple[str, float]]]:
@@ -290,6 +345,9 @@ class XMCModel:
                 params, arrays = self.calibration_.to_arrays()
                 stages.append({"name": "calibration", "type": "score-calibration", "params": params,
                                "file": writer.arrays("calibration", arrays)})
+            from .open_labels import route_stages
+
+            stages += route_stages(self, writer)
             path = writer.commit(self.method, self.get_params(), stages)
         except BaseException:
             writer.abort()
@@ -299,7 +357,8 @@ class XMCModel:
     @classmethod
     def load(cls, folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
         model = load(folder, mmap=mmap)
-        if not isinstance(model, cls):
+        # the exact class: XRTransformer shares XRLinear's code, but an XR-Transformer folder is no XR-Linear model
+        if cls is not XMCModel and type(model) is not cls:
             raise ConfigError(f"{folder}: holds a {type(model).__name__} model, not {cls.__name__}")
         return model
 
@@ -335,6 +394,9 @@ class XMCModel:
             st = reader.stage("calibration")
             self.calibration_ = Calibration.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
                                                         len(self.labels_), f"{reader.folder / st['file']}")
+        from .open_labels import load_route
+
+        load_route(self, reader)
 
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
         raise NotImplementedError

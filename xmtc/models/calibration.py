@@ -59,6 +59,8 @@ METHODS = ("isotonic", "platt")
 TIE_BREAK = 1e-3
 MIN_BAND = 10  # a band with fewer validation suggestions shares the map fitted on all of them
 MIN_SUPPORT = 10  # validation occurrences a label needs for a threshold of its own (see module doc)
+# texts with fewer known words than this share have their calibrated scores cut (damp_unreadable)
+MIN_KNOWN = 0.5
 FORMAT = 1
 
 
@@ -80,6 +82,7 @@ class Calibration:
         self.maps = maps
         self.thresholds = None if thresholds is None else np.asarray(thresholds, dtype=np.float64)
         self.global_threshold = global_threshold
+        self.fit_info: dict = {}  # how it was fitted (validation documents, seed, ECE), shown by `xmtc info`
 
     # -- fitting --------------------------------------------------------------------------------
     @classmethod
@@ -187,6 +190,8 @@ class Calibration:
         if self.thresholds is not None:
             arrays["thresholds"] = self.thresholds
         params = {"method": self.method, "n_bands": len(self.maps), "global_threshold": self.global_threshold}
+        if self.fit_info:
+            params["fit_info"] = dict(self.fit_info)
         return params, arrays
 
     @classmethod
@@ -212,7 +217,10 @@ class Calibration:
                     (method == "isotonic" and m["x"].shape != m["y"].shape):
                 raise ModelFormatError(f"{where}: calibration maps are malformed")
         g = params.get("global_threshold")
-        return cls(method, edges, counts, maps, thresholds, None if g is None else float(g))
+        cal = cls(method, edges, counts, maps, thresholds, None if g is None else float(g))
+        info = params.get("fit_info")
+        cal.fit_info = dict(info) if isinstance(info, dict) else {}
+        return cal
 
 
 def best_threshold(probs: np.ndarray, correct: np.ndarray, n_true: float) -> float:
@@ -261,3 +269,19 @@ def calibrate(model, X, Y, *, method: str = "isotonic", n_bands: int = 3, k: int
         cal.fit_thresholds(idx, cal.probabilities(idx, raw), correct, freq, Y.nnz, min_support=min_support)
     model.calibration_ = cal
     return cal
+
+
+def damp_unreadable(indices: np.ndarray, scores: np.ndarray, known: np.ndarray,
+                    min_known: float = MIN_KNOWN) -> tuple[np.ndarray, np.ndarray]:
+    """Scale the calibrated scores of a text by ``known / min_known`` when less than ``min_known`` of its
+    words are in the model's vocabulary (0 for a text with no known word).
+
+    The score maps were fitted on validation texts the model reads almost whole; they say nothing of a
+    text in another language, or of one whose few known words carry the whole L2-normalised feature
+    vector, where a raw score can be as high as for a real match. Below ``min_known`` the suggestion
+    rests on a fraction of the text, and its score is cut in proportion (see :data:`MIN_KNOWN`).
+    """
+    factor = np.minimum(1.0, np.asarray(known, dtype=np.float64) / min_known)
+    if np.all(factor >= 1.0):
+        return indices, scores
+    return indices, (scores * factor[:, None]).astype(scores.dtype)

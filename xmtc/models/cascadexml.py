@@ -46,9 +46,9 @@ class CascadeXMLConfig(EndToEndParams):
                            " its own representation; xmtc/neural/head_init.py) or random (the paper's). 6,000"
                            " titles, 1 epoch: test P@1 18.87 against 1.87.", choices=("random", "centroid"))
     ranker: bool = param(True, "Re-rank the top ranker_topk with one linear ranker per label on TF-IDF + the"
-                         " levels' representations (xmtc/models/reranker.py, ELIAS++'s second stage; not in the"
-                         " CascadeXML paper: false = the paper's method). yso-finna-en-2k-20k, 3 epochs: test P@1"
-                         " 37.52 in 830 s with it; the network alone 34.52 after 4 epochs (857 s).")
+                         " levels' representations (xmtc/models/reranker.py, ELIAS++'s second stage; the CascadeXML"
+                         " paper has no such stage; false = the network alone). yso-finna-en-2k-20k: test P@1"
+                         " 37.52 in 830 s with it (3 epochs); the network alone 34.52 (4 epochs, 857 s).")
     branching: int = param(16, "Children per node of the label tree (balanced k-means on PIFA).", minimum=2)
     max_leaf_size: int = param(8, "Most labels under a leaf cluster; with branching it sets the number of levels.",
                                minimum=1)

@@ -60,7 +60,7 @@ import numpy as np
 from ..config import param
 from .base import as_label_matrix, register
 from .end_to_end import EndToEndModel, EndToEndParams, label_clusters, validation_split
-from .xr_linear import _check_texts
+from .xr_linear import check_texts
 
 log = logging.getLogger(__name__)
 
@@ -173,7 +173,8 @@ class ELIAS(EndToEndModel):
         import torch
 
         from ..features.encoder import Tokenized
-        from ..neural.e2e import EndToEndTrainer, TrainingCheckpoint
+        from ..neural.checkpoint import Checkpoint
+        from ..neural.e2e import EndToEndTrainer
         from ..neural.elias import (
             ELIASNetwork,
             add_missing_labels,
@@ -187,7 +188,7 @@ class ELIAS(EndToEndModel):
         super()._train(X, Y, labels=labels, progress=progress, checkpoint_dir=ck / "stage1" if ck else None,
                        resume=resume)
         history1, best1 = self.history_, self.best_epoch_
-        texts = _check_texts(X)
+        texts = check_texts(X)
         Y, _ = as_label_matrix(Y, labels, len(texts))
         train_rows, valid_rows = validation_split(len(texts), cfg.valid_size, cfg.seed)
         tokenized = Tokenized(self.tokenizer_, texts, cfg.max_length)
@@ -217,7 +218,7 @@ class ELIAS(EndToEndModel):
         valid = (tokenized.take(valid_rows), Y[valid_rows]) if valid_rows.size else None
         trainer = EndToEndTrainer(self.encoder_, net2, tok_train, Y_train, s2, self.device_, ctx, valid=valid,
                                   name="train elias stage 2")
-        ckpt = TrainingCheckpoint(ck / "stage2", data_fingerprint(self.get_params(), texts, Y)) if ck else None
+        ckpt = Checkpoint(ck / "stage2", data_fingerprint(self.get_params(), texts, Y)) if ck else None
         if ckpt is not None:
             start = ckpt.load() if resume else None
             if start is not None:

@@ -29,7 +29,7 @@ from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
 from .base import XMCModel, as_label_matrix
 from .storage import ModelReader, ModelWriter
-from .xr_linear import TfidfParams, _check_texts, resolve_threads
+from .xr_linear import TfidfParams, check_texts, resolve_threads
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +96,7 @@ class EndToEndParams(TfidfParams):
     threshold: float = param(0.05, "With ranker: ranker weights below this are dropped.", minimum=0.0)
 
     def validate(self, source: str) -> None:
+        super().validate(source)
         parse_margins(self.tcm_margins, source)
         if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
             raise ConfigError(f"{source}: 'device' must be auto, cpu, cuda or cuda:N, got {self.device!r}")
@@ -172,6 +173,9 @@ class EndToEndModel(XMCModel):
     """fit / predict / save / load of an end-to-end method; subclasses supply the network."""
 
     config_class: ClassVar[type] = EndToEndParams
+    requires = ("torch", "transformers")
+    extra = "transformer"
+    supports_checkpoints = True
 
     # -- what a method supplies ---------------------------------------------------------------------
     def _build_network(self, cfg, encoder, texts: list[str], Y: sp.csr_matrix, n_threads: int):
@@ -207,7 +211,7 @@ class EndToEndModel(XMCModel):
 
         cfg = self.config
         t0 = time.perf_counter()
-        texts = _check_texts(X)
+        texts = check_texts(X)
         Y, _ = as_label_matrix(Y, labels, len(texts))
         train_rows, _ = validation_split(len(texts), cfg.valid_size, cfg.seed)
         train_texts = [texts[i] for i in train_rows]
@@ -227,19 +231,16 @@ class EndToEndModel(XMCModel):
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import device_for, init_distributed
-        from ..neural.e2e import (
-            EndToEndTrainer,
-            Network,
-            TrainingCheckpoint,
-            representations,
-        )
+        from ..neural.e2e import EndToEndTrainer, representations
+        from ..neural.network import Network
+        from ..neural.checkpoint import Checkpoint
 
         cfg = self.config
         if sp.issparse(X):
             raise ConfigError(f"{type(self).__name__} fine-tunes a transformer on texts; got a feature matrix")
         if cfg.head_init == "centroid" and self._network_class().init_from_data is Network.init_from_data:
             raise ConfigError(f"{type(self).__name__}: head_init=centroid is not available for this method")
-        texts = _check_texts(X)
+        texts = check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
         torch.manual_seed(cfg.seed)
@@ -259,7 +260,7 @@ class EndToEndModel(XMCModel):
             network.attach_alc(ALC(network.alc_dim(), beta1=cfg.alc_weight, beta2=cfg.alc_weight,
                                    tcm_weight=cfg.tcm_weight, margins=parse_margins(cfg.tcm_margins), seed=cfg.seed))
         network.to_device(device)
-        ckpt = TrainingCheckpoint(checkpoint_dir, data_fingerprint(self.get_params(), texts, Y)) \
+        ckpt = Checkpoint(checkpoint_dir, data_fingerprint(self.get_params(), texts, Y)) \
             if checkpoint_dir else None
         start = None
         if ckpt is not None:
@@ -298,7 +299,7 @@ class EndToEndModel(XMCModel):
 
         if sp.issparse(X):
             raise DataFormatError(None, None, f"{type(self).__name__} needs texts, not a feature matrix")
-        return Tokenized(self.tokenizer_, _check_texts(X), self.max_length)
+        return Tokenized(self.tokenizer_, check_texts(X), self.max_length)
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         from ..neural.e2e import predict_topk
@@ -313,7 +314,7 @@ class EndToEndModel(XMCModel):
         ids, sc, rep = predict_topk(self.encoder_, self.network_, tokenized, max(k, self.ranker_topk),
                                     batch_size=self.encode_batch_size, device=self.device_, precision=self.precision,
                                     with_representations=True)
-        return self.reranker_.predict_topk(_check_texts(X), ids, sc, rep, k,
+        return self.reranker_.predict_topk(check_texts(X), ids, sc, rep, k,
                                            n_threads=resolve_threads(self.n_threads))
 
     # -- persistence --------------------------------------------------------------------------------
@@ -329,11 +330,11 @@ class EndToEndModel(XMCModel):
                 *(self.reranker_.stages(writer) if getattr(self, "reranker_", None) is not None else [])]
 
     def _load_stages(self, reader: ModelReader) -> None:
-        from ..features.encoder import load_encoder, pick_device
+        from ..features.encoder import load_saved_encoder, pick_device
 
         st = reader.stage("encoder")
         self.device_ = pick_device(self.device)
-        self.tokenizer_, self.encoder_ = load_encoder(reader.subfolder(st["folder"]), self.device_)
+        self.tokenizer_, self.encoder_ = load_saved_encoder(reader.subfolder(st["folder"]), self.device_)
         st = reader.stage("network")
         if st.get("type") != f"{self.method}-network":
             raise ModelFormatError(f"{reader.folder}: network stage is {st.get('type')!r}, expected"

@@ -3,6 +3,27 @@
 Only the candidates each member returned are known, so a label absent from a member's list counts
 as score 0 there; this is how omikuji and PECOS average tree ensembles, and it keeps combination
 cost proportional to n * members * k rather than n * L.
+
+Members may know different labels (models trained on different label sets, or on data where some
+labels never occurred). The ensemble ranks the union of their label ids: the first member's labels in
+its order, then each further member's new ones in its order; a label's display name, URI and text come
+from the first member that has one. A label a member does not know is not one it scored low, and
+what it counts as depends on what ``combine`` averages:
+
+* ``average`` and ``sigmoid-average`` average score estimates on one scale (probabilities, or margins
+  squashed into them): a member without the label has no estimate, so the label's score is the
+  weighted mean over the members that know it (weights renormalised per label). A member that knows
+  the label but left it out of its top list still counts with 0, as before.
+* ``rank-average`` averages votes by position: every member spends the same reciprocal ranks
+  1, 1/2, 1/3, ... on its own candidates, and a member that cannot rank a label ranks it below all of
+  them, which is its lowest score, 0 (the same as a label it left out of its list). The mean is over
+  all members; otherwise a label known to one member would keep that member's whole vote undiluted
+  and beat labels every member agrees on.
+
+When all members share one label vocabulary, both rules are the plain weighted mean of before.
+
+PSP@k needs training counts: a label takes the count of the first member that knows it, rescaled to
+the first member's number of training documents (``n_train_``) when that member's differs.
 """
 
 from __future__ import annotations
@@ -61,8 +82,13 @@ def csr_topk(mat: sp.csr_matrix, k: int, chunk: int = 8192) -> tuple[np.ndarray,
 
 
 def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: int,
-                 weights: list[float] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted mean of several members' top-k scores, then top-k again."""
+                 weights: list[float] | None = None, known: list[np.ndarray] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Weighted mean of several members' top-k scores, then top-k again.
+
+    ``known``: per member, a boolean mask over the ``n_labels`` labels it knows; a label's mean is then
+    taken over the members that know it only (see the module doc). ``None``: every member knows every label.
+    """
     if not parts:
         raise ValueError("average_topk needs at least one member's top-k lists")
     weights = [1.0] * len(parts) if weights is None else [float(w) for w in weights]
@@ -73,6 +99,16 @@ def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: i
     for (idx, sc), w in zip(parts, weights):
         m = topk_matrix(idx, sc * np.float32(w / total), n_labels)
         acc = m if acc is None else acc + m
+    if known is not None:
+        if len(known) != len(parts):
+            raise ValueError(f"known must hold one label mask per member ({len(parts)}), got {len(known)}")
+        known_w = sum(np.asarray(mask, dtype=bool).astype(np.float64) * w for mask, w in zip(known, weights))
+        partial = known_w < total
+        if np.any(partial):  # labels some members lack: divide by the weight of those that know them
+            scale = np.ones(n_labels, dtype=np.float64)
+            scale[partial] = np.divide(total, known_w[partial], out=np.zeros(int(partial.sum())),
+                                       where=known_w[partial] > 0)
+            acc = sp.csr_matrix(acc.multiply(scale[None, :].astype(np.float32)), dtype=np.float32)
     return csr_topk(acc, k)
 
 
@@ -98,8 +134,41 @@ def transform_scores(indices: np.ndarray, scores: np.ndarray, combine: str) -> n
     return np.where(indices >= 0, out, 0.0).astype(np.float32)
 
 
+def union_vocab(vocabs) -> tuple:
+    """``(union vocabulary, per member an int64 array: its label id -> union id)``; see the module doc."""
+    from ..data.labels import LabelVocab
+
+    first = vocabs[0]
+    if all(v.names == first.names for v in vocabs[1:]):
+        ids = np.arange(len(first), dtype=np.int64)
+        return first, [ids] * len(vocabs)
+    index: dict[str, int] = {}
+    names: list[str] = []
+    maps = []
+    for v in vocabs:
+        for n in v.names:
+            if n not in index:
+                index[n] = len(names)
+                names.append(n)
+        maps.append(np.fromiter((index[n] for n in v.names), dtype=np.int64, count=len(v.names)))
+
+    def merged(attr: str):
+        if all(getattr(v, attr) is None for v in vocabs):
+            return None
+        out = [""] * len(names)
+        for v, ids in zip(vocabs, maps):
+            values = getattr(v, attr)
+            for j, value in enumerate(values or ()):
+                if value and not out[ids[j]]:
+                    out[ids[j]] = value
+        return out
+
+    return LabelVocab(names, display=merged("display"), texts=merged("texts"), uris=merged("uris")), maps
+
+
 class Ensemble:
-    """Several fitted models with the same labels, predicting together (average / rank / sigmoid average).
+    """Several fitted models predicting together (average / rank / sigmoid average) over the union of
+    their labels; see the module doc for a label that some members lack.
 
     >>> ens = Ensemble([xmtc.load("a"), xmtc.load("b")], combine="rank-average")   # doctest: +SKIP
     >>> ens.predict(["a text"], k=5)                                              # doctest: +SKIP
@@ -115,24 +184,48 @@ class Ensemble:
             raise ConfigError("an ensemble needs at least one model")
         if combine not in COMBINERS:
             raise ConfigError(f"combine must be one of {', '.join(COMBINERS)}, got {combine!r}")
-        names = self.models[0].labels_.names
-        for i, m in enumerate(self.models[1:], 2):
-            if m.labels_.names != names:
-                raise ConfigError(f"model {i} has other labels than model 1 ({len(m.labels_)} vs {len(names)});"
-                                  " ensemble members must share their label vocabulary")
         self.combine = combine
         self.weights = weights
         self.k_each = k_each
-        self.labels_ = self.models[0].labels_
-        self.label_counts_ = self.models[0].label_counts_
-        self.n_train_ = self.models[0].n_train_
+        self.labels_, self.member_ids_ = union_vocab([m.labels_ for m in self.models])
+        first = self.models[0]
+        self.n_train_ = first.n_train_
+        self.shared_labels_ = all(len(ids) == len(self.labels_) and np.array_equal(ids, np.arange(len(ids)))
+                                  for ids in self.member_ids_)
+        if self.shared_labels_:
+            self.label_counts_ = first.label_counts_
+            self.known_ = None
+            return
+        self.known_ = []
+        counts = np.full(len(self.labels_), np.nan)
+        for m, ids in zip(self.models, self.member_ids_):
+            mask = np.zeros(len(self.labels_), dtype=bool)
+            mask[ids] = True
+            self.known_.append(mask)
+            own = np.asarray(m.label_counts_, dtype=np.float64)
+            if m.n_train_ != self.n_train_:
+                own = own * (self.n_train_ / m.n_train_)
+            fresh = np.isnan(counts[ids])
+            counts[ids[fresh]] = own[fresh]
+        exact = all(m.n_train_ == self.n_train_ for m in self.models) \
+            and np.asarray(first.label_counts_).dtype.kind in "iu"
+        self.label_counts_ = counts.astype(np.int64) if exact else counts
 
     def predict_topk(self, X, k: int = 5, *, progress: bool = False):
         parts = []
-        for m in self.models:
+        for m, ids in zip(self.models, self.member_ids_):
             idx, sc = m.predict_topk(X, max(k, self.k_each), progress=progress)
+            if not self.shared_labels_:
+                idx = np.where(idx >= 0, ids[np.where(idx >= 0, idx, 0)], -1)
             parts.append((idx, transform_scores(idx, sc, self.combine)))
-        return average_topk(parts, len(self.labels_), k, self.weights)
+        known = None if self.shared_labels_ or self.combine == "rank-average" else self.known_
+        return average_topk(parts, len(self.labels_), k, self.weights, known)
+
+    def known_fraction(self, X):
+        """Per text, the largest share of known words among the members that have a vocabulary (a text
+        one member can read is not unreadable to the ensemble); None when no member has one."""
+        parts = [f for f in (m.known_fraction(X) for m in self.models) if f is not None]
+        return np.max(parts, axis=0) if parts else None
 
     def predict(self, X, k: int = 5, *, progress: bool = False):
         from .base import named_predictions
@@ -146,7 +239,7 @@ class Ensemble:
         return explain_ensemble(self, X, k, n_terms)
 
     def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False, threshold=None) -> dict:
-        """Metrics as :meth:`XMCModel.evaluate`, propensities from the first member's training counts."""
+        """Metrics as :meth:`XMCModel.evaluate`, propensities from ``label_counts_`` (see the module doc)."""
         from .base import evaluate_predictor
 
         return evaluate_predictor(self, X, Y, ks, progress, threshold)

@@ -28,7 +28,8 @@ What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the ar
 * **Ensembles** (:class:`~xmtc.models.ensemble.Ensemble`): the ensemble's top-k labels and scores; a
   term's weight is the members' weights for that label combined with the ensemble's member weights
   (a weighted mean of each member's exact path contributions, the label's path being explained in
-  every member whether or not that member ranked it). For ``average`` this mirrors how the scores are
+  every member that knows the label, whether or not it ranked it; a label some members lack is
+  explained by those that know it, their weights renormalised). For ``average`` this mirrors how the scores are
   combined; for ``rank-average``/``sigmoid-average`` it is an average of margins, not a decomposition of
   the combined score.
 * Models trained on precomputed features have no vocabulary: terms are named ``"#<feature id>"``.
@@ -118,7 +119,7 @@ def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
     ``matcher_combine="ranker"`` the matcher only chose the candidates, so the terms and the margin are
     the rankers' alone.
     """
-    from ..linear.explain import _parent_of, label_paths, path_contributions
+    from ..linear.explain import parent_of, label_paths, path_contributions
 
     name = term_namer(model)
     emb = np.asarray(emb, dtype=np.float32)
@@ -133,7 +134,7 @@ def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
         vals = X_feat.data[X_feat.indptr[i]:X_feat.indptr[i + 1]]
         labels = np.asarray(labels, dtype=np.int64)
         res = path_contributions(levels, feats, vals, labels, model.post_processor)
-        node = _parent_of(levels[0])[label_paths(levels, labels)[:, 0]].astype(np.int64)
+        node = parent_of(levels[0])[label_paths(levels, labels)[:, 0]].astype(np.int64)
         matcher_margin = np.zeros(labels.shape[0])
         matcher_bias = np.zeros(labels.shape[0])
         for (W, b), parent in zip(reversed(heads), reversed(parents)):
@@ -184,7 +185,7 @@ def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict
     model._check_fitted()
     X_feat, emb = _features(model, texts)
     raw = model._neural_predict(X_feat, emb, k) if emb is not None else model._predict_features(X_feat, k)
-    idx, scores = model._calibrated(*raw)
+    idx, scores = model.calibrated_topk(*raw, texts)
     labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
     contribs = _contributions(model, X_feat, emb, labels_per_row)
     return [_format(model.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, contribs)]
@@ -198,14 +199,29 @@ def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dic
     weights = np.ones(len(ens.models)) if ens.weights is None else np.asarray(ens.weights, dtype=np.float64)
     weights = weights / weights.sum()
     combined = [[{"weights": {}, "margin": 0.0, "bias": 0.0} for _ in row] for row in labels_per_row]
-    for member, w in zip(ens.models, weights):
+    member_ids = getattr(ens, "member_ids_", None) or [np.arange(len(ens.labels_))] * len(ens.models)
+    local_of = []  # per member: union label id -> its own id, -1 where it lacks the label
+    for ids in member_ids:
+        inv = np.full(len(ens.labels_), -1, dtype=np.int64)
+        inv[ids] = np.arange(len(ids))
+        local_of.append(inv)
+    # a label some members lack is explained by those that know it, their weights renormalised
+    shared = all(np.all(inv >= 0) for inv in local_of)
+    known_w = [[1.0 if shared else sum(w for w, inv in zip(weights, local_of) if inv[j] >= 0) for j in row]
+               for row in labels_per_row]
+    for member, w, inv in zip(ens.models, weights, local_of):
         if not hasattr(member, "models_"):
             raise ConfigError(f"cannot explain an ensemble member of type {type(member).__name__}")
-        parts = _contributions(member, *_features(member, texts), labels_per_row)
-        for row_out, row_in in zip(combined, parts):
-            for acc, c in zip(row_out, row_in):
+        own = [[int(inv[j]) for j in row if inv[j] >= 0] for row in labels_per_row]
+        parts = _contributions(member, *_features(member, texts), own)
+        for row_out, row_labels, row_in, row_w in zip(combined, labels_per_row, parts, known_w):
+            it = iter(row_in)
+            for acc, j, kw in zip(row_out, row_labels, row_w):
+                if inv[j] < 0:
+                    continue
+                c, share = next(it), w / kw
                 for term, v in c["weights"].items():
-                    acc["weights"][term] = acc["weights"].get(term, 0.0) + w * v
-                acc["margin"] += w * c["margin"]
-                acc["bias"] += w * c["bias"]
+                    acc["weights"][term] = acc["weights"].get(term, 0.0) + share * v
+                acc["margin"] += share * c["margin"]
+                acc["bias"] += share * c["bias"]
     return [_format(ens.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, combined)]

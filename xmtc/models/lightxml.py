@@ -46,9 +46,9 @@ class LightXMLConfig(EndToEndParams):
     topk: int = param(10, "Clusters whose labels the discriminator scores (training and prediction).",
                       minimum=1)
     ranker: bool = param(True, "Re-rank the top ranker_topk with one linear ranker per label on TF-IDF + the text"
-                         " representation (xmtc/models/reranker.py, ELIAS++'s second stage; not in the LightXML"
-                         " paper: false = the paper's method). yso-finna-en-2k-20k, 3 epochs: test P@1 35.76 in 960 s"
-                         " with it, 32.84 in 599 s without.")
+                         " representation (xmtc/models/reranker.py, ELIAS++'s second stage; the LightXML paper has"
+                         " no such stage; false = the network alone). yso-finna-en-2k-20k, 3 epochs: test P@1 35.76 in"
+                         " 960 s with it, 32.84 in 599 s without.")
 
 
 @register

@@ -4,10 +4,12 @@ ELIAS++ (Gupta et al., NeurIPS'22) re-scores ELIAS's top-100 labels with one-vs-
 on sparse bag-of-words and dense encoder features; XR-Transformer's rankers are the same kind of model
 on the same kind of features. The composition does not depend on ELIAS: any end-to-end network that
 proposes a top-k with scores can hand it to this stage. So it is one part of the end-to-end shell
-(``ranker=true``), ELIAS++'s default and an option of LightXML, APLC and CascadeXML (whose papers have
-no such stage: their ``ranker=false`` is the paper's method).
+(``ranker=true``), ELIAS++'s default and an option of LightXML, APLC and CascadeXML, whose papers have
+no such stage. ``ranker=false`` removes this stage only: the network alone, still with xmtc's other
+defaults (centroid head starts, the heads' and dense layers' own learning rates), not the paper's
+configuration as a whole.
 
-* features: ``[tfidf, w * normalize(rep)]`` (:func:`~xmtc.models.xr_transformer.concat_features`),
+* features: ``[tfidf, w * normalize(rep)]`` (:func:`~xmtc.features.concat.concat_features`),
   ``rep`` the network's text representation of the trained model (eval mode), ``w`` the
   ``embedding_weight``; the TF-IDF vocabulary is fitted on the training texts;
 * classifiers: one per label (:class:`~xmtc.models.rankers.ClusterRankers` on a two-level "tree" in
@@ -48,7 +50,7 @@ class SparseReranker:
         self.seconds = 0.0
 
     def features(self, texts: list[str], rep: np.ndarray) -> sp.csr_matrix:
-        from .xr_transformer import concat_features
+        from ..features.concat import concat_features
 
         return concat_features(self.featurizer.transform(texts), rep, self.embedding_weight)
 
@@ -58,7 +60,7 @@ class SparseReranker:
         """Fit the vocabulary on ``texts`` and one ranker per label on the network's top-k ``ids`` / ``scores``
         (padding -1) of the same texts, whose representations are ``rep``."""
         from .rankers import ClusterRankers
-        from .xr_transformer import concat_features
+        from ..features.concat import concat_features
 
         t0 = time.perf_counter()
         X = concat_features(self.featurizer.fit_transform(texts), rep, self.embedding_weight)

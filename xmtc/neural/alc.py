@@ -5,8 +5,8 @@ documents that threshold lets through at a fixed precision (``coverage@P90``, :m
 whether scores of different texts and labels live on one scale. ALC (Almagro, Ortego, Jiménez 2025) adds two
 objectives to a method's own loss that pull text and label embeddings into such a shared, thresholdable scale.
 
-**What we built.** The paper's full text was not reachable; this module implements exactly the reading of the
-project's issue 10, written out here so that it can be checked and changed:
+**What we built.** The paper's full text was not reachable; this module implements one reading of its
+abstract, written out here so that it can be checked and changed:
 
 ``L = L_base + L_xe + L_tcm`` with ``L_xe = beta1 * L_ql + beta2 * L_qb``.
 

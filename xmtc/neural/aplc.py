@@ -114,7 +114,7 @@ import scipy.sparse as sp
 import torch
 
 from ..errors import ConfigError, ModelFormatError
-from .e2e import LossOut, Network, mean_pooled
+from .network import LossOut, Network, mean_pooled
 from .heads import RowSparseHead
 
 POOLINGS = ("first", "last", "mean")

@@ -78,7 +78,7 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   representation; ``random`` (Xavier) is the reference's. yso-finna-en-2k-20k, 3 epochs: validation P@1
   26.7 / 31.8 / 33.4 after each epoch against 20.1 / 28.8 / 32.4 from the random start, test P@1 33.58
   against 33.30 (PSP@5 44.28 against 44.86), for 50 s of encoding the training texts once; on 6,000 titles
-  and 1 epoch, 18.87 against 1.87. The estimator's default is ``centroid`` since 2026-11-24 (with the
+  and 1 epoch, 18.87 against 1.87. The estimator's default is ``centroid`` (with the
   dense layers at 1e-3 and the shell's re-ranker: test P@1 37.52 in 830 s; benchmarks/RESULTS.md).
 * **Checkpoint selection.** The reference keeps the epoch with the best *test* score; the core chooses on a
   validation split cut from the training data.
@@ -96,7 +96,7 @@ import torch
 
 from ..errors import ConfigError, ModelFormatError
 from ..index.tree import LabelTree
-from .e2e import LossOut, Network, mean_pooled
+from .network import LossOut, Network, mean_pooled
 from .heads import RowSparseHead
 from .shortlist import build_shortlist, children_csr
 

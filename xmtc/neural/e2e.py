@@ -32,6 +32,9 @@ else is shared and lives here, once:
 * **weight averaging** (SWA, optional; LightXML's option): from epoch ``swa_start`` on, a running mean
   of every trained tensor is updated every ``swa_every`` optimiser steps, and the averaged weights are
   the ones validated and kept;
+* **hooks** for methods that mine with the current weights (:meth:`Network.begin_epoch` before each
+  epoch, which may also order the epoch's batches; :meth:`Network.on_batch` with each batch's rows): the
+  dual encoder's hard negatives and cluster-grouped batches; what they keep is checkpointed too;
 * **checkpoints**: the full training state (weights, both optimisers, batch position, RNG, best
   epoch so far, SWA means) every ``checkpoint_every`` optimiser steps and after each epoch;
   ``resume`` continues and ends with the same model as an uninterrupted run (tested bit for bit).
@@ -40,164 +43,25 @@ else is shared and lives here, once:
 from __future__ import annotations
 
 import copy
-import json
 import logging
 import math
-import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ConfigError, ModelFormatError
+from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast
 from .distributed import DistContext
-from .finetune import _clip, _schedule
-from .heads import LazyAdam, RowSparseHead, merge_row_grads
+from .finetune import clip_gradients, lr_schedule
+from .heads import LazyAdam, merge_row_grads
 from .optim import adamw
 from .reproducible import deterministic_cpu_ops
 
 log = logging.getLogger(__name__)
-
-
-# -- text representations ------------------------------------------------------------------------
-def cls_concat(hidden_states, n_layers: int):
-    """The first token's state of each of the last ``n_layers`` layers, concatenated, last layer first
-    (LightXML's text representation; ``n_layers = 1`` is the usual [CLS] embedding)."""
-
-    if not 1 <= n_layers <= len(hidden_states) - 1:
-        raise ConfigError(f"the encoder has {len(hidden_states) - 1} layers; cannot concatenate {n_layers}")
-    return torch.cat([hidden_states[-i][:, 0] for i in range(1, n_layers + 1)], dim=-1)
-
-
-def mean_pooled(hidden, attention_mask):
-    """The attention-masked mean of one layer's token states."""
-    mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-    return (hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)
-
-
-# -- what a method supplies ------------------------------------------------------------------------
-@dataclass
-class LossOut:
-    """A network's training loss on one batch: ``loss`` (scalar tensor), ``rows`` the ``(head name,
-    HeadBatch)`` pairs it gathered from its row-sparse heads (their gradients are collected), and
-    ``parts`` the loss terms as floats (logged). ``candidates`` (optional): the (B, S) label ids the
-    method scored for the batch (-1 = padding); ALC (:mod:`xmtc.neural.alc`) takes its in-batch
-    candidate labels from them."""
-
-    loss: Any
-    rows: list = field(default_factory=list)
-    parts: dict = field(default_factory=dict)
-    candidates: Any = None
-
-
-class Network(torch.nn.Module):
-    """Base of a method's output layers; see the module docstring for the contract.
-
-    Subclasses define ``text_representation``, ``training_loss``, ``predict``, ``meta``,
-    ``structure_arrays`` and the classmethod ``from_arrays``; label-sized matrices go in ``self.sparse_heads`` (name ->
-    :class:`RowSparseHead`), everything else is an ordinary parameter.
-    """
-
-    def __init__(self):
-        super().__init__()
-        self.sparse_heads: dict[str, RowSparseHead] = {}
-        self.alc = None  # the ALC objective's module (pair head) while training with ``alc``; see attach_alc
-
-    def text_representation(self, hidden_states, attention_mask):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def predict(self, rep, k: int):  # pragma: no cover - abstract
-        raise NotImplementedError
-
-    def meta(self) -> dict:  # pragma: no cover - abstract
-        """JSON-able sizes and settings that ``from_arrays`` needs besides the arrays."""
-        raise NotImplementedError
-
-    def structure_arrays(self) -> dict[str, np.ndarray]:
-        """Non-trained arrays that define the network (cluster assignments, ...)."""
-        return {}
-
-    def arrays(self) -> dict[str, np.ndarray]:
-        """Everything saved: dense parameters, row-sparse heads and structure arrays."""
-        return {**self.dense_arrays(), **self.sparse_arrays(), **self.structure_arrays()}
-
-    @classmethod
-    def from_arrays(cls, arrays: dict, meta: dict, *, source: str = "model", hidden_size: int | None = None):
-        """Rebuild a saved network (``arrays()`` + ``meta()``); errors name ``source``."""  # pragma: no cover
-        raise NotImplementedError
-
-    def init_from_data(self, rep: np.ndarray, Y: sp.csr_matrix, seed: int = 0) -> None:
-        """``head_init = "centroid"``: set the heads from the training texts' representations ``rep`` (n, d;
-        eval mode) and labels ``Y`` before the first step (:mod:`xmtc.neural.head_init`)."""
-        raise ConfigError(f"{type(self).__name__} has no data-driven head initialisation; use head_init=random")
-
-    def alc_vectors(self, rep, label_ids):
-        """ALC's hook: ``(h_q (B, d), h_l (B, S, d), rows)`` for candidate labels ``label_ids`` (B, S; -1 =
-        padding), in one space of size :meth:`alc_dim`; ``rows`` is the list of ``(head name, HeadBatch)``
-        the vectors were gathered from (their row gradients are collected like ``LossOut.rows``), empty when
-        they come from dense parameters. Methods without it cannot use ``alc``."""
-        raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
-
-    def alc_dim(self) -> int:
-        """The size d of the vectors :meth:`alc_vectors` returns (the pair head is built for it)."""
-        raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
-
-    def attach_alc(self, module) -> None:
-        """Train with the ALC objective (:class:`xmtc.neural.alc.ALC`), or ``None`` to drop it: its pair
-        head becomes a dense part of the network while attached (optimised, checkpointed) and is not
-        used by ``predict``."""
-        self.alc = module
-
-    def dense_arrays(self) -> dict[str, np.ndarray]:
-        """The dense parameters and buffers as numpy arrays (keys ``dense.<name>``)."""
-        return {f"dense.{k}": v.detach().float().cpu().numpy().copy() if v.is_floating_point()
-                else v.detach().cpu().numpy().copy() for k, v in self.state_dict().items()}
-
-    def sparse_arrays(self) -> dict[str, np.ndarray]:
-        out = {}
-        for name, head in self.sparse_heads.items():
-            out[f"sparse.{name}.weight"], out[f"sparse.{name}.bias"] = head.numpy()
-        return out
-
-    def load_dense_sparse(self, arrays: dict[str, np.ndarray], source: str = "model") -> None:
-        """Restore what :meth:`dense_arrays` and :meth:`sparse_arrays` wrote (shapes checked)."""
-
-        state = {}
-        for k, v in self.state_dict().items():
-            key = f"dense.{k}"
-            if key not in arrays:
-                raise ModelFormatError(f"{source}: network lacks {key!r}")
-            a = np.asarray(arrays[key])
-            if tuple(a.shape) != tuple(v.shape):
-                raise ModelFormatError(f"{source}: {key} has shape {a.shape}, expected {tuple(v.shape)}")
-            state[k] = torch.from_numpy(np.array(a)).to(v.dtype)
-        self.load_state_dict(state)
-        for name, head in self.sparse_heads.items():
-            for part, t in (("weight", head.weight), ("bias", head.bias)):
-                key = f"sparse.{name}.{part}"
-                if key not in arrays:
-                    raise ModelFormatError(f"{source}: network lacks {key!r}")
-                a = np.asarray(arrays[key], dtype=np.float32)
-                if tuple(a.shape) != tuple(t.shape):
-                    raise ModelFormatError(f"{source}: {key} has shape {a.shape}, expected {tuple(t.shape)}")
-                t.copy_(torch.from_numpy(np.array(a)))
-
-    def to_device(self, device):
-        self.to(device)
-        for name, head in list(self.sparse_heads.items()):
-            head.weight = head.weight.to(device)
-            head.bias = head.bias.to(device)
-        return self
-
 
 
 # -- settings --------------------------------------------------------------------------------------
@@ -413,7 +277,9 @@ class EndToEndTrainer:
 
         return {"micro": self.micro, "step": self.step, "losses": list(self.losses), "history": list(self.history),
                 "opt": self.opt.state_dict(), "head_opts": {k: o.state_dict() for k, o in self.head_opts.items()},
-                "rng": torch.get_rng_state(), "weights": self._weights(), "best": self.best, "swa": self.swa}
+                "rng": torch.get_rng_state(), "weights": self._weights(), "best": self.best, "swa": self.swa,
+                "network": self.network.training_state(),
+                "batches": {"ids": np.concatenate(self.batches), "sizes": np.array([len(b) for b in self.batches])}}
 
     def restore(self, st: dict) -> None:
 
@@ -425,6 +291,24 @@ class EndToEndTrainer:
             o.load_state_dict(st["head_opts"][k])
         torch.set_rng_state(st["rng"])
         self.best, self.swa = st["best"], st["swa"]
+        self.network.load_training_state(st.get("network") or {})
+        if st.get("batches") is not None:  # the order a network's begin_epoch chose
+            ends = np.cumsum(st["batches"]["sizes"])
+            self.batches = np.split(np.asarray(st["batches"]["ids"]), ends[:-1])
+
+    def _begin_epoch(self, epoch: int) -> None:
+        """The network's start-of-epoch hook (:meth:`Network.begin_epoch`); its batches replace the epoch's."""
+        new = self.network.begin_epoch(epoch, self)
+        if new is None:
+            return
+        if self.ctx.active:  # the same cut as the planned batches: every process as many steps
+            keep = len(new) // self.ctx.world_size * self.ctx.world_size
+            new = new[:keep][self.ctx.rank::self.ctx.world_size]
+        if len(new) != self.per_epoch:
+            raise ConfigError(f"{self.name}: the network's epoch has {len(new)} batches, the loop planned"
+                              f" {self.per_epoch}")
+        start = (epoch - 1) * self.per_epoch
+        self.batches[start:start + self.per_epoch] = list(new)
 
     # -- the loop -----------------------------------------------------------------------------------
     def run(self, progress: bool = True, on_checkpoint: Callable[[dict], None] | None = None) -> dict:
@@ -452,7 +336,10 @@ class EndToEndTrainer:
                            desc=self.name, unit="batch")
         try:
             while self.micro < len(self.batches):
+                if self.micro % self.per_epoch == 0:
+                    self._begin_epoch(self.micro // self.per_epoch + 1)
                 ids = self.batches[self.micro]
+                self.network.on_batch(ids)
                 batch = self.tokenized.batch(ids, self.device)
                 with autocast(self.device, s.precision):
                     out = model(batch, self.Y[ids])
@@ -502,8 +389,8 @@ class EndToEndTrainer:
             grads_rows[name] = merge_row_grads(parts, self.ctx.world_size)
         enc_grads = [p.grad for p in self.params if p.grad is not None]
         if self.settings.max_grad_norm > 0:
-            _clip(enc_grads + [g for r in grads_rows.values() for g in r[1:]], self.settings.max_grad_norm)
-        scale = _schedule(self.step, self.total_steps, self.warmup)
+            clip_gradients(enc_grads + [g for r in grads_rows.values() for g in r[1:]], self.settings.max_grad_norm)
+        scale = lr_schedule(self.step, self.total_steps, self.warmup)
         for g, lr in zip(self.opt.param_groups, self.base_lrs):
             g["lr"] = lr * scale
         self.opt.step()
@@ -543,119 +430,7 @@ class EndToEndTrainer:
             self._set_weights(self.swa["arrays"])
 
 
-# -- checkpoints ---------------------------------------------------------------------------------------
-def _flatten(obj, prefix: str, arrays: dict):
-    """JSON-able structure with every tensor / array moved into ``arrays`` under a path key."""
-
-    if isinstance(obj, torch.Tensor):
-        arrays[prefix] = obj.detach().cpu().contiguous()
-        return {"__tensor__": prefix}
-    if isinstance(obj, np.ndarray):
-        arrays[prefix] = torch.from_numpy(np.ascontiguousarray(obj))
-        return {"__ndarray__": prefix}
-    if isinstance(obj, dict):
-        if not all(isinstance(k, (str, int)) for k in obj):
-            raise TypeError(f"{prefix}: checkpoint keys must be str or int")
-        return {"__dict__": [[k, _flatten(v, f"{prefix}.{k}", arrays)] for k, v in obj.items()]}
-    if isinstance(obj, (list, tuple)):
-        return {"__list__": [_flatten(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)],
-                "tuple": isinstance(obj, tuple)}
-    if isinstance(obj, (np.integer,)):
-        return int(obj)
-    if isinstance(obj, (np.floating,)):
-        return float(obj)
-    return obj
-
-
-def _unflatten(obj, arrays: dict):
-    if isinstance(obj, dict):
-        if "__tensor__" in obj:
-            return arrays[obj["__tensor__"]]
-        if "__ndarray__" in obj:
-            return arrays[obj["__ndarray__"]].numpy()
-        if "__dict__" in obj:
-            return {k: _unflatten(v, arrays) for k, v in obj["__dict__"]}
-        if "__list__" in obj:
-            items = [_unflatten(v, arrays) for v in obj["__list__"]]
-            return tuple(items) if obj.get("tuple") else items
-    return obj
-
-
-def clear_checkpoint_folder(folder: Path) -> None:
-    """Remove an earlier run's checkpoint folder; a folder that is not one is left alone (and is an error)."""
-    if folder.exists():
-        if not (folder / "state.json").is_file() and any(folder.iterdir()):
-            raise ConfigError(f"{folder}: exists and is not an xmtc checkpoint; refusing to replace it")
-        shutil.rmtree(folder)
-
-
-def fresh_sibling(folder: Path) -> Path:
-    """An empty ``<folder>.tmp`` to write a new checkpoint into (a stale one from a killed run is removed)."""
-    tmp = folder.with_name(folder.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
-
-
-def install_folder(tmp: Path, folder: Path) -> None:
-    """Replace ``folder`` by the complete ``tmp`` (the old one is moved aside first, then removed)."""
-    old = folder.with_name(folder.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    if folder.exists():
-        folder.rename(old)
-    tmp.rename(folder)
-    shutil.rmtree(old, ignore_errors=True)
-
-
-class TrainingCheckpoint:
-    """A folder with one training state (``state.safetensors`` + ``state.json``), replaced atomically.
-
-    The state is any nesting of dicts, lists, numbers, strings and tensors (the trainer's
-    :meth:`EndToEndTrainer.state`); nothing is pickled. ``fingerprint`` ties it to the data and
-    parameters: a checkpoint of another run is refused on resume.
-    """
-
-    def __init__(self, folder, fingerprint: str):
-        self.folder = Path(folder)
-        self.fingerprint = fingerprint
-
-    def clear(self) -> None:
-        clear_checkpoint_folder(self.folder)
-
-    def save(self, state: dict) -> None:
-        from safetensors.torch import save_file
-
-        arrays: dict = {}
-        meta = {"fingerprint": self.fingerprint, "state": _flatten(state, "s", arrays)}
-        tmp = fresh_sibling(self.folder)
-        save_file(arrays, str(tmp / "state.safetensors"))
-        (tmp / "state.json").write_text(json.dumps(meta))
-        install_folder(tmp, self.folder)
-        log.info("checkpoint: step %s saved to %s", state.get("step"), self.folder)
-
-    def load(self) -> dict | None:
-        from safetensors.torch import load_file
-
-        meta_path = self.folder / "state.json"
-        if not meta_path.is_file():
-            log.info("resume: no checkpoint in %s, starting from the beginning", self.folder)
-            return None
-        try:
-            meta = json.loads(meta_path.read_text())
-            arrays = load_file(str(self.folder / "state.safetensors"))
-        except (OSError, ValueError) as exc:
-            raise ModelFormatError(f"{self.folder}: unreadable checkpoint ({exc})") from None
-        if meta.get("fingerprint") != self.fingerprint:
-            raise ConfigError(f"{self.folder}: checkpoint was made with other data or parameters; remove it"
-                              " or train without --resume")
-        try:
-            state = _unflatten(meta["state"], arrays)
-        except KeyError as exc:
-            raise ModelFormatError(f"{self.folder}: checkpoint lacks {exc}") from None
-        log.info("resume: from batch %s (step %s) of %s", state.get("micro"), state.get("step"), self.folder)
-        return state
-
-
+# -- checkpoints (the folder format: xmtc.neural.checkpoint) --------------------------------------------
 def copy_state(state: dict) -> dict:
     """A deep copy of a trainer state (tests compare states taken at different times)."""
     return copy.deepcopy(state)

@@ -78,7 +78,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import ConfigError, ModelFormatError
-from .e2e import LossOut, Network, cls_concat, mean_pooled
+from .network import LossOut, Network, cls_concat, mean_pooled
 from .heads import RowSparseHead, random_head
 from .lightxml import cluster_members
 
@@ -352,7 +352,8 @@ class ELIASNetwork(Network):
             l_path = -(torch.log(pos_path.clamp_min(1e-30)) * found).sum() / found.numel()
         loss = l_cls + self.loss_lambda * l_path
         return LossOut(loss=loss, rows=[("labels", hb)],
-                       parts={"bce": float(l_cls.detach()), "path": float(l_path.detach())})
+                       parts={"bce": float(l_cls.detach()), "path": float(l_path.detach())},
+                       candidates=top_ids)  # the top-K shortlist the classifier's BCE scored (-1 = padding)
 
     @torch.no_grad()
     def predict(self, rep, k: int):

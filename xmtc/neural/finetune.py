@@ -107,13 +107,13 @@ def _embedder(encoder, pooling: str):
     return _Embedder()
 
 
-def _schedule(step: int, total: int, warmup: int) -> float:
+def lr_schedule(step: int, total: int, warmup: int) -> float:
     if warmup > 0 and step < warmup:
         return (step + 1) / warmup
     return max(0.0, (total - step) / max(1, total - warmup))
 
 
-def _clip(grads, max_norm: float) -> float:
+def clip_gradients(grads, max_norm: float) -> float:
     """Scale every gradient in place so that their joint L2 norm is at most ``max_norm``; returns the norm."""
     import torch
 
@@ -254,8 +254,8 @@ class LevelTrainer:
         rows, gw, gb = merge_row_grads(pending, self.ctx.world_size)
         enc_grads = [p.grad for p in self.enc_params if p.grad is not None]
         if self.settings.max_grad_norm > 0:
-            _clip(enc_grads + [gw, gb], self.settings.max_grad_norm)
-        scale = _schedule(self.step, self.total_steps, self.warmup)
+            clip_gradients(enc_grads + [gw, gb], self.settings.max_grad_norm)
+        scale = lr_schedule(self.step, self.total_steps, self.warmup)
         for g, lr in zip(self.opt.param_groups, base_lrs):
             g["lr"] = lr * scale
         self.opt.step()

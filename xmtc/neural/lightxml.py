@@ -35,7 +35,7 @@ Where this differs from the reference code (kongds/LightXML, ``src/model.py``), 
   single rate). The dense rate matters most: Adam moves every entry by about the rate per step, so at
   1e-2 the 1,920 x 300 bottleneck (initialised within +-0.023) is rewritten within a few steps and the
   label embeddings chase it. yso-finna-en-2k-20k, 6,000 titles, 1 epoch, test P@1 on 1,500 titles
-  (2026-11-24): dense at 1e-2 6.27, 3e-4 16.73, 1e-4 16.60, **1e-3 18.73** (label embeddings at 3e-2
+  dense at 1e-2 6.27, 3e-4 16.73, 1e-4 16.60, **1e-3 18.73** (label embeddings at 3e-2
   instead: 19.13; encoder at 2e-4: 18.00); at full scale (19,000 titles, 3 epochs) test P@1 32.84 in
   599 s against 30.48 with the dense layers at 1e-2 (validation P@1 per epoch 21.6 / 29.4 / 33.0
   against 8.0 / 18.3 / 30.6); 4 epochs 33.32 in 797 s.
@@ -44,7 +44,7 @@ Where this differs from the reference code (kongds/LightXML, ``src/model.py``), 
   pretrained encoder and puts each generator row on its cluster's standardised centroid, centres the
   bottleneck on the training texts, and puts each label embedding on its texts' standardised centroid
   in the bottleneck's space (:mod:`xmtc.neural.head_init`). Measured on yso-finna-en-2k-20k, 6,000
-  training titles, 1 epoch, all-MiniLM-L6-v2, max length 32, P@1 on 1,500 test titles (2026-11-23):
+  training titles, 1 epoch, all-MiniLM-L6-v2, max length 32, P@1 on 1,500 test titles:
   random start 0.27 ([CLS], dropout 0.5), 0.13 (mean pooling), 0.00 (dropout 0.1) -- the flat label
   prior is 0.33, i.e. one CPU epoch teaches a random start nothing; centroid start 1.93 (dropout 0.5),
   6.13 (dropout 0.1); the centroid start itself, before any step, 9.53. Training from it first loses
@@ -53,8 +53,8 @@ Where this differs from the reference code (kongds/LightXML, ``src/model.py``), 
   At full scale (19,000 titles, 3 epochs, heads at 1e-2): test P@1 29.00 from the centroid start,
   28.04 from a random one; R@100 61.70 against 64.73.
 * dropout on the text representation: the paper's 0.5 stays selectable; the estimator's default is 0.1
-  because three CPU epochs leave no time for the heavier regularisation. Full scale, centroid start
-  (2026-11-24): test P@1 30.48 at 0.1 against 29.00 at 0.5, PSP@5 40.04 against 36.92, R@100 64.53
+  because three CPU epochs leave no time for the heavier regularisation. Full scale, centroid start:
+  test P@1 30.48 at 0.1 against 29.00 at 0.5, PSP@5 40.04 against 36.92, R@100 64.53
   against 61.70 (validation P@1 after each epoch 8.0 / 18.3 / 30.6 at 0.1, 6.5 / 16.7 / 29.4 at 0.5).
 """
 
@@ -65,7 +65,7 @@ import scipy.sparse as sp
 import torch
 
 from ..errors import ConfigError, ModelFormatError
-from .e2e import LossOut, Network, cls_concat, mean_pooled
+from .network import LossOut, Network, cls_concat, mean_pooled
 from .heads import RowSparseHead
 
 

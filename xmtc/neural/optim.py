@@ -9,7 +9,7 @@ Why fused: ``torch.optim.AdamW`` defaults, on CPU, to a Python loop of per-tenso
 is chosen by default only on CUDA). With ``fused=True`` one kernel updates each parameter in a single
 pass over its weight, gradient and two moments. Same update rule (decoupled weight decay, bias
 correction), so it is a speed choice, not a change of method. Measured (MiniLM-L6, 22.7M parameters,
-batch 32 x 32 tokens, 2 threads, fp32, median of 10 steps, 2026-11-24, quiet 2-core machine):
+batch 32 x 32 tokens, 2 threads, fp32, median of 10 steps, quiet 2-core machine):
 
 =================== ============ ============ ============ ==========
 AdamW                forward ms   backward ms  optimiser ms step ms

@@ -1,7 +1,7 @@
 """Deterministic kernels while a training loop runs on the CPU, so that one seed gives one model.
 
 Why: with more than one thread some of torch's CPU kernels accumulate in an order that depends on
-thread scheduling. Measured (2026-11-24, XR-Transformer on a tiny BERT, 600 titles, one epoch): two
+thread scheduling. Measured (XR-Transformer on a tiny BERT, 600 titles, one epoch): two
 fits with the same seed in one process gave different encoder weights, heads and rankers with
 ``n_threads=2`` and identical files with ``n_threads=1``; with ``torch.use_deterministic_algorithms``
 on, identical files with 2 threads as well. The cost on the CPU, 2 threads: a whole MiniLM-L6 training

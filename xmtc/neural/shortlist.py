@@ -11,7 +11,7 @@ are the matcher-aware negatives (MAN). Every positive node of level t is in M(t)
 a positive of t-1. PECOS builds the same set: ``binarized(Y_{t-1}) + binarized(M_pred)`` as the
 parent mask of level t (``pecos/xmc/xtransformer/model.py``, ``get_negative_samples``).
 
-``topk+positives`` (what xmtc built before issue 9, selectable for the ablation in benchmarks/RESULTS.md) is
+``topk+positives`` (selectable for the ablation in benchmarks/RESULTS.md) is
 children(top-k of t-1) ∪ {positive nodes of t}: :func:`build_shortlist` without ``prev_positive``. The
 linear bootstrap then expands the top-k parents only (its solver trains whole sibling groups, so it cannot
 add a positive node without its siblings).
@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 
 
-SHORTLISTS = ("eq8", "topk+positives")  # eq. 8, and xmtc's reading before issue 9 (kept for the ablation)
+SHORTLISTS = ("eq8", "topk+positives")  # eq. 8, and a narrower reading (kept for the ablation)
 
 
 def children_csr(parent_of: np.ndarray, n_parents: int) -> sp.csr_matrix:

@@ -2,12 +2,14 @@
 
 The output is JSONL that ``xmtc train`` reads, one object a selected document, most valuable first::
 
-    {"text": "...", "labels": [], "suggested": ["p123", "p45"], "scores": [0.61, 0.2], "pool_line": 17}
+    {"text": "...", "labels": [], "suggested": ["p123", "p45"], "suggested_names": ["railways", "trams"],
+     "scores": [0.61, 0.2], "pool_line": 17}
 
 ``labels`` starts empty: the annotator fills it (accepting, removing or extending ``suggested``, the
 model's top-k) and the file then joins the training data. ``xmtc train`` ignores the other keys; a line
 whose ``labels`` stays empty trains as a document with no labels (a negative everywhere), so drop
-lines nobody reviewed. ``pool_line`` is the document's 1-based line in POOL_FILE.
+lines nobody reviewed. ``pool_line`` is the document's 1-based line in POOL_FILE (``document_id`` is
+kept where a JSONL pool has one); ``suggested_names`` appears when the model knows display names.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def add_parser(sub, common) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..data import read_inputs
+    from ..data.dataset import read_documents
     from ..data.io import atomic_output
     from ..errors import ConfigError
     from ..models import load
@@ -52,20 +55,26 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         raise ConfigError(f"-k must be a positive integer, got {args.k}")
     model = load(args.model_dir)
-    texts = read_inputs(args.pool_file, args.fmt)
-    if not isinstance(texts, list):
+    pool = read_documents(args.pool_file, args.fmt)
+    texts = pool.texts
+    if texts is None:
         raise ConfigError(f"{args.pool_file}: select needs texts (to write for the annotator), not feature vectors")
     labelled = read_inputs(args.labelled) if args.labelled else None
     topk = model.predict_topk(texts, args.k, progress=not args.quiet)
     chosen = select_documents(model, texts, args.n, args.strategy, seed=args.seed, k=args.k,
                               uncertainty=args.uncertainty, labelled=labelled, topk=topk)
-    names = model.labels_.names
+    vocab = model.labels_
     idx, scores = topk
     with atomic_output(args.output) as fh:
         for i in chosen:
-            keep = idx[i] >= 0
-            fh.write(json.dumps({"text": texts[i], "labels": [], "suggested": [names[j] for j in idx[i][keep]],
-                                 "scores": [round(float(s), 6) for s in scores[i][keep]], "pool_line": i + 1},
-                                ensure_ascii=False) + "\n")
+            kept = idx[i][idx[i] >= 0].tolist()
+            rec = {"text": texts[i], "labels": [], "suggested": [vocab.names[j] for j in kept]}
+            if vocab.display is not None:
+                rec["suggested_names"] = [vocab.display_name(j) for j in kept]
+            rec["scores"] = [round(float(s), 6) for s in scores[i][idx[i] >= 0]]
+            rec["pool_line"] = pool.lines[i]
+            if pool.ids is not None and pool.ids[i] is not None:
+                rec["document_id"] = pool.ids[i]
+            fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
     log.info("selected %d of %d documents (%s) -> %s", len(chosen), len(texts), args.strategy, args.output)
     return 0

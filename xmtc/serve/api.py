@@ -12,8 +12,9 @@ suggestion (Annif keeps suggestions in a sparse matrix, where a zero is absent).
 Form-encoded ``suggest`` requests, the hot path, are answered by :mod:`xmtc.serve.fastpath` with
 the functions below, before FastAPI's routing; the route here serves multipart bodies and the docs.
 
-What differs, on purpose: ``learn`` answers 403 (an xmtc model is not updated online; Annif answers
-the same for a project not configured to learn), ``detect-language`` is absent (404), and every
+What differs, on purpose: ``learn`` answers 403 unless the server runs with ``--allow-learn`` (Annif
+answers the same for a project not configured to learn; with it, :mod:`xmtc.serve.learn`),
+``detect-language`` is absent (404), and every
 project is its own vocabulary (``vocab_id`` = project id), and ``GET /v1/`` names xmtc and its
 version rather than Annif's.
 """
@@ -141,7 +142,15 @@ async def suggest_texts(project: Project, texts: list[str], limit: int, threshol
     if limit == 0 or not texts:
         return [{"results": []} for _ in texts]
     rows = await topk_rows(project, texts, limit)
-    return [{"results": [project.subject(j, s) for j, s in kept(idx, scores, threshold)]} for idx, scores in rows]
+    out = [{"results": [project.subject(j, s) for j, s in kept(idx, scores, threshold)]} for idx, scores in rows]
+    known = project.model.known_fraction(texts) if hasattr(project.model, "known_fraction") else None
+    if known is not None:  # an extra key Annif's clients ignore: the text is mostly unknown to the model
+        from ..models.records import reading_warning
+        for result, share in zip(out, known.tolist()):
+            warning = reading_warning(share)
+            if warning:
+                result["warning"] = warning
+    return out
 
 
 def make_router() -> APIRouter:
@@ -196,11 +205,20 @@ def make_router() -> APIRouter:
         return project_or_404(request, project_id).dump()
 
     @router.post("/projects/{project_id}/learn", status_code=204, tags=["Learning from feedback"],
-                 summary="learning from feedback is not offered: 403, as Annif answers a project"
-                         " not configured to learn")
+                 summary="learn from manually indexed documents (with `xmtc serve --allow-learn`; else 403,"
+                         " as Annif answers a project not configured to learn)")
     async def learn(request: Request, project_id: str):
-        project_or_404(request, project_id)
-        raise Problem(403, f"Project '{project_id}' is not configured to allow learning via API",
-                      "Learning not allowed")
+        project = project_or_404(request, project_id)
+        if not getattr(request.app.state, "allow_learn", False):
+            raise Problem(403, f"Project '{project_id}' is not configured to allow learning via API",
+                          "Learning not allowed")
+        from .learn import learn as learn_documents
+
+        try:
+            body = json.loads(await request.body())
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise Problem(400, f"the body is not JSON ({exc})") from None
+        await learn_documents(project, body)
+        return Response(status_code=204)
 
     return router

@@ -8,6 +8,7 @@ factory, before it accepts a connection.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -32,9 +33,11 @@ log = logging.getLogger(__name__)
 ENV_SPEC = "XMTC_SERVE_SPEC"
 
 
-def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -> FastAPI:
+def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None, *, allow_learn: bool = False
+               ) -> FastAPI:
     """An app serving ``projects``: ``{id: model folder}``, ``{id: [folders of an ensemble]}`` or ``{id: fitted
-    model}`` (for embedding/tests)."""
+    model}`` (for embedding/tests). ``allow_learn`` opens ``POST /v1/projects/{id}/learn``
+    (:mod:`xmtc.serve.learn`)."""
     config = config or ServeConfig()
     loaded: dict[str, Project] = {}
     for pid, item in projects.items():
@@ -42,6 +45,9 @@ def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -
             loaded[pid] = Project.load(pid, item, config.language, config.ensemble_combine)
         else:
             loaded[pid] = Project(pid, f"<in-memory {type(item).__name__}>", item, config.language)
+        if config.label_file:
+            model = loaded[pid].model
+            model.labels_ = model.labels_.with_label_file(config.label_file)
         loaded[pid].warm_up()
         log.info("project %s: %s model with %d labels from %s", pid, loaded[pid].method,
                  loaded[pid].n_labels, loaded[pid].folder)
@@ -49,14 +55,21 @@ def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         for project in loaded.values():
-            model = project.model
-            project.batcher = MicroBatcher(lambda texts, k, m=model: m.predict_topk(texts, k),
+            # the project's model at call time: a learn replaces it between two batches
+            project.batcher = MicroBatcher(lambda texts, k, p=project: p.model.predict_topk(texts, k),
                                            max_batch=config.batch_size,
                                            max_wait_s=config.batch_wait_ms / 1000.0, name=project.project_id)
             await project.batcher.start()
+        watcher = None
+        if config.reload_s > 0:
+            from .reload import watch
+
+            watcher = asyncio.create_task(watch(loaded, config, config.reload_s))
         try:
             yield
         finally:  # uvicorn gets here after in-flight requests finished (graceful SIGTERM)
+            if watcher is not None:
+                watcher.cancel()
             for project in loaded.values():
                 await project.batcher.close()
 
@@ -66,6 +79,7 @@ def create_app(projects: Mapping[str, Any], config: ServeConfig | None = None) -
                               " /label.")
     app.state.projects = loaded
     app.state.config = config
+    app.state.allow_learn = allow_learn
     problems.install(app)
     app.include_router(make_router())
     app.include_router(make_pages())

@@ -11,7 +11,7 @@ form the next batch, so batches grow with load by themselves.
 One worker thread per model: calls of one model never overlap (the C kernels use their own threads
 within a call), and a model's calls keep the order in which batches formed.
 
-Measured (``predict_topk`` on 640 real test texts, top 10, 2026-11-23, machine at load ~26 from other
+Measured (``predict_topk`` on 640 real test texts, top 10, machine at load ~26 from other
 work, so absolute figures are ~5x a quiet machine's): Reuters XR-Linear 5.51 ms a text one by one,
 1.94 in batches of 8, 1.08 in batches of 32; yso-finna-en-2k-20k 5.13 / 1.54 / 0.81 ms. Through HTTP
 the saving is smaller, as parsing and answering each request stays per request (benchmarks/RESULTS.md).
@@ -24,7 +24,7 @@ import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 

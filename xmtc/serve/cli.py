@@ -28,6 +28,10 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--ensemble", action="append", default=[], metavar="ID=DIR1,DIR2",
                    help="Serve the models in these folders combined as one project ID (repeatable; scores"
                         " combined by --ensemble-combine).")
+    p.add_argument("--allow-learn", action="store_true",
+                   help="Accept POST /v1/projects/ID/learn (Annif's learn endpoint): the project's model learns"
+                        " the documents as `xmtc learn` does, its folder is rewritten atomically and the new model"
+                        " is served. Off by default; needs --workers 1.")
     add_config_arguments(p, _config_class(), title="server settings")
     return p
 
@@ -52,6 +56,10 @@ def run(args: argparse.Namespace) -> int:
 
     cfg = config_from_args(_config_class(), args)
     specs = project_specs(args.model_dirs, args.name, args.ensemble)
+    allow_learn = getattr(args, "allow_learn", False)
+    if allow_learn and cfg.workers > 1:
+        raise ConfigError("--allow-learn needs --workers 1: other worker processes would keep serving the old"
+                          " model after a learn")
     for spec in specs.values():
         for folder in [spec] if isinstance(spec, str) else spec:
             ModelReader(folder)  # missing/corrupt folder or foreign format: one-line error before binding
@@ -59,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     common = dict(host=cfg.host, port=cfg.port, log_level=level, access_log=False,
                   timeout_graceful_shutdown=30)
     if cfg.workers == 1:
-        app = create_app(specs, cfg)
+        app = create_app(specs, cfg, allow_learn=allow_learn)
         log.info("serving %s on http://%s:%d/ (API docs at /docs)", ", ".join(specs), cfg.host, cfg.port)
         uvicorn.run(app, **common)
     else:

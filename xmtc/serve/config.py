@@ -31,6 +31,10 @@ class ServeConfig:
     ensemble_combine: str = param("average", "How an --ensemble project combines its members' scores (as"
                                   " `xmtc ensemble --combine`).", choices=("average", "rank-average",
                                                                          "sigmoid-average"))
+    reload_s: float = param(2.0, "Every this many seconds, serve the new model of a folder that was rewritten"
+                            " (train -o, learn, labels add/remove); 0 = never.", minimum=0.0)
+    label_file: Optional[str] = param(None, "Label names, texts and URIs (the layout `xmtc train --label-file`"
+                                      " reads) applied to every project: for models trained without one.")
     label_pool: Optional[str] = param(None, "Unlabelled texts (one a line, or TSV/JSONL) offered for"
                                       " labelling on the /label page.")
     label_output: Optional[str] = param(None, "JSONL file the /label page appends {\"text\", \"labels\"}"

@@ -1,0 +1,99 @@
+"""Write an open-label split of a dataset with label texts: a seeded share of its labels is hidden from training.
+
+    python benchmarks/open_split.py yso-finna-en-2k-20k -o benchmarks/out/open-2k-20k --share 0.2 --seed 0
+
+From the labels the dataset uses (train and test together), ``--share`` of them, drawn with ``--seed``, are
+stripped from every training document's label list; the documents stay (a document left with no label
+stays as an unlabelled text), and the test set is kept whole. Written to the output folder:
+
+* ``train.tsv.gz``, ``test.tsv.gz``: ``labels<TAB>text``, what ``xmtc train`` / ``evaluate`` read;
+* ``unseen.txt``: every label of the test set that has no training document in the new training set, one id a
+  line: the drawn share plus the labels the original split already had only in its test part;
+* ``labels.txt.gz``: the label file restricted to the labels the dataset uses (ids, URI, name, text), so that
+  a label-text model ranks the same label set as a model trained on the documents; a set without a label file
+  of its own (yso-finna-en-2k-20k) takes yso-finna-en's, which covers its ids;
+* ``split.json``: the counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+
+
+def read_tsv(path: Path) -> list[tuple[list[str], str]]:
+    rows = []
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        for line in fh:
+            labels, _, text = line.rstrip("\n").partition("\t")
+            rows.append(([x for x in labels.split(",") if x], text))
+    return rows
+
+
+def label_file_for(name: str) -> Path:
+    own = DATA / name / "labels.txt.gz"
+    if own.exists():
+        return own
+    base = DATA / name.split("-2k-")[0] / "labels.txt.gz"  # the cut's parent set
+    if base.exists():
+        return base
+    raise SystemExit(f"{name}: no labels.txt.gz, and none in its parent set")
+
+
+def open_split(train, test, share: float, seed: int) -> tuple[list, set[str], set[str]]:
+    """(new training rows, hidden labels, unseen labels of the test set)."""
+    used = sorted({x for labels, _ in train + test for x in labels})
+    rng = np.random.default_rng(seed)
+    hidden = {used[i] for i in rng.choice(len(used), size=int(round(share * len(used))), replace=False)}
+    new_train = [([x for x in labels if x not in hidden], text) for labels, text in train]
+    seen = {x for labels, _ in new_train for x in labels}
+    unseen = {x for labels, _ in test for x in labels} - seen
+    return new_train, hidden, unseen
+
+
+def write_tsv(path: Path, rows) -> None:
+    with gzip.open(path, "wt", encoding="utf-8") as fh:
+        for labels, text in rows:
+            fh.write(",".join(labels) + "\t" + text + "\n")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset", help="A folder of ../shared/data with train.txt.gz and test.txt.gz")
+    ap.add_argument("-o", "--output", required=True)
+    ap.add_argument("--share", type=float, default=0.2, help="Share of the labels hidden from training (0.2)")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    src, out = DATA / args.dataset, Path(args.output)
+    out.mkdir(parents=True, exist_ok=True)
+    train, test = read_tsv(src / "train.txt.gz"), read_tsv(src / "test.txt.gz")
+    new_train, hidden, unseen = open_split(train, test, args.share, args.seed)
+    write_tsv(out / "train.tsv.gz", new_train)
+    write_tsv(out / "test.tsv.gz", test)
+    (out / "unseen.txt").write_text("".join(x + "\n" for x in sorted(unseen)), encoding="utf-8")
+    used = {x for labels, _ in train + test for x in labels}
+    with gzip.open(label_file_for(args.dataset), "rt", encoding="utf-8") as fh, \
+            gzip.open(out / "labels.txt.gz", "wt", encoding="utf-8") as dst:
+        for line in fh:
+            if line.startswith("#") or line.split("\t", 1)[0] in used:
+                dst.write(line)
+    info = {"dataset": args.dataset, "share": args.share, "seed": args.seed, "labels": len(used),
+            "hidden": len(hidden), "unseen_in_test": len(unseen),
+            "test_docs_with_unseen": sum(1 for labels, _ in test if unseen & set(labels)),
+            "train_docs": len(new_train), "train_docs_without_labels": sum(1 for labels, _ in new_train if not labels),
+            "test_docs": len(test)}
+    (out / "split.json").write_text(json.dumps(info, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(info))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,334 @@
+"""A small mutation harness for the samplers, scores and losses of xmtc/neural/ and xmtc/linear/.
+
+Why not mutmut: it rewrites the source files in place (version 2) and needs its own project layout; this
+working tree is shared with other engineers, so nothing here may touch /work/main/xmtc. Instead:
+
+* the package, the tests and pyproject.toml are copied into a temporary directory (``--workdir``); the
+  shared data is linked beside the copy so the tests find it where conftest looks;
+* mutants are generated from the AST of the *targeted functions only* (``TARGETS``), with these operators:
+  ``cmp`` (``<`` <-> ``<=``, ``>`` <-> ``>=``, ``==`` <-> ``!=``), ``binop`` (``+`` <-> ``-``, ``*`` <-> ``/``,
+  ``&`` <-> ``|``), ``drop`` (``a + b`` / ``a - b`` -> ``a``: a dropped term), ``off1`` (a small integer
+  constant n -> n + 1), ``neg`` (``-x`` -> ``x``) and ``random`` (a top-k / argpartition / argsort replaced
+  by a random choice of the same shape: the "hard negatives -> random negatives" bug);
+* each mutant is written over its file in the copy, the target's test selection runs with the copy first
+  on the path (cwd and PYTHONPATH), bounded by ``--timeout``, and the file is restored from the original;
+* a mutant is *killed* when the tests fail (or time out), *survived* when they pass; a mutant whose
+  source equals the original after ``ast.unparse`` is not generated.
+
+At most ``--max`` mutants (default 60) are run: every ``random`` site, the rest sampled per target with a
+fixed seed. Results go to ``--out`` (JSON lines) and a summary table to stdout.
+
+    python scripts/mutate.py --max 60 --timeout 300 --out /tmp/mutants.jsonl
+    python scripts/mutate.py --list                      # the sites, nothing run
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import copy
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# (file, functions ("Class.method" or "function"), pytest arguments: the fast hand-made tests of the file)
+TARGETS = [
+    ("xmtc/neural/lightxml.py", ["sample_clusters", "candidate_labels", "cluster_targets", "masked_bce",
+                                 "LightXMLNetwork.training_loss"],
+     ["tests/test_lightxml.py", "-k", "cluster_members or dynamic_negative or prediction_is_sigmoid"
+                                      " or training_step_feeds or appended_once"]),
+    ("xmtc/neural/elias.py", ["ELIASNetwork.cluster_scores", "ELIASNetwork.edge_weights",
+                              "ELIASNetwork._refresh_parent", "ELIASNetwork.cluster_shortlist", "ELIASNetwork.paths",
+                              "_dedup_max", "ELIASNetwork.training_loss", "ELIASNetwork._top_paths"],
+     ["tests/test_elias.py", "-k", "adjacency or formulas or training_loss or parent or touches or training_beam"
+                                   " or training_shortlist or approx_initialisation"]),
+    ("xmtc/neural/cascadexml.py", ["CascadeNetwork.candidates", "CascadeNetwork.training_loss"],
+     ["tests/test_cascadexml.py", "-k", "candidates or prediction_combines or training_step_feeds"
+                                        " or nearest_centroid"]),
+    ("xmtc/neural/aplc.py", ["APLCNetwork.batch_targets", "APLCNetwork.training_loss", "log1mexp"],
+     ["tests/test_aplc.py", "-k", "frequency_split or hand or loss_equals or only_the_tail or prior_biases"
+                                  " or log1mexp or pruned or narrow_beam or training_step_scores"]),
+    ("xmtc/neural/shortlist.py", ["topk_mask", "parent_mask", "build_shortlist"],
+     ["tests/test_transformer.py", "-k", "shortlist_equals or bootstrap or level_trainer_step or padded_with_id"]),
+    ("xmtc/neural/bootstrap.py", ["bootstrap_linear"],
+     ["tests/test_transformer.py", "-k", "bootstrap"]),
+    ("xmtc/neural/losses.py", ["shortlist_loss"],
+     ["tests/test_transformer.py", "-k", "shortlist_equals or level_trainer_step or padded_with_id or shortlist_loss_is"]),
+    ("xmtc/neural/alc.py", ["hardest_negative", "batch_aware_candidates", "_contrast", "ql_loss", "tcm_loss",
+                            "alc_loss", "batch_union"],
+     ["tests/test_alc.py", "-k", "not zero_weights_change_nothing"]),
+    ("xmtc/linear/negatives.py", ["beam_mask", "active_mask"],
+     ["tests/test_hierarchy.py", "-k", "level_targets or masks"]),
+    ("xmtc/linear/solver.py", ["primal_objective"],
+     ["tests/test_solver.py", "-k", "by_hand or synthetic"]),
+    ("xmtc/linear/beam.py", ["topk_to_csr", "root_beam"],
+     ["tests/test_beam.py"]),
+]
+
+HELPERS = '''
+
+def _mut_rtopk(t, k, dim=-1, *args, **kwargs):
+    import torch
+    idx = torch.topk(torch.rand(t.shape, device=t.device), k, dim=dim).indices
+    return torch.return_types.topk((t.gather(dim, idx), idx))
+
+
+def _mut_rperm(a, *args, axis=-1, **kwargs):
+    import numpy
+    return numpy.argsort(numpy.random.default_rng().random(numpy.shape(a)), axis=axis)
+'''
+
+CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.BitAnd: ast.BitOr,
+       ast.BitOr: ast.BitAnd}
+
+
+def _func_nodes(tree: ast.Module, names: list[str]):
+    """The FunctionDef nodes named ``f`` or ``Class.f``."""
+    out = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in names:
+            out.append(node)
+        elif isinstance(node, ast.ClassDef):
+            for sub in node.body:
+                if isinstance(sub, ast.FunctionDef) and f"{node.name}.{sub.name}" in names:
+                    out.append(sub)
+    return out
+
+
+def sites(tree: ast.Module, names: list[str]) -> list[tuple]:
+    """Every mutation site in the named functions: ``(op, lineno, col, detail)``."""
+    found = []
+    for fn in _func_nodes(tree, names):
+        # annotations are never evaluated (``from __future__ import annotations``): no mutants there
+        skip = set()
+        for node in ast.walk(fn):
+            for ann in ([node.annotation] if isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation else []) \
+                    + ([node.returns] if isinstance(node, ast.FunctionDef) and node.returns else []):
+                skip.update(id(x) for x in ast.walk(ann))
+        for node in ast.walk(fn):
+            if id(node) in skip:
+                continue
+            if isinstance(node, ast.Compare):
+                for i, op in enumerate(node.ops):
+                    if type(op) in CMP:
+                        found.append(("cmp", node.lineno, node.col_offset, i))
+            elif isinstance(node, ast.BinOp):
+                if type(node.op) in BIN:
+                    found.append(("binop", node.lineno, node.col_offset, type(node.op).__name__))
+                if isinstance(node.op, (ast.Add, ast.Sub)):
+                    found.append(("drop", node.lineno, node.col_offset, type(node.op).__name__))
+            elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 3:
+                found.append(("off1", node.lineno, node.col_offset, node.value))
+            elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+                found.append(("neg", node.lineno, node.col_offset, None))
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                    node.func.attr in ("topk", "argpartition", "argsort"):
+                found.append(("random", node.lineno, node.col_offset, node.func.attr))
+    return sorted(set(found), key=lambda s: (s[1], s[2], s[0], str(s[3])))
+
+
+class _Apply(ast.NodeTransformer):
+    def __init__(self, site):
+        self.op, self.line, self.col, self.detail = site
+        self.done = False
+
+    def _here(self, node) -> bool:
+        return not self.done and getattr(node, "lineno", None) == self.line and \
+            getattr(node, "col_offset", None) == self.col
+
+    def visit_Compare(self, node):
+        self.generic_visit(node)
+        if self.op == "cmp" and self._here(node):
+            node.ops[self.detail] = CMP[type(node.ops[self.detail])]()
+            self.done = True
+        return node
+
+    def visit_BinOp(self, node):
+        self.generic_visit(node)
+        if self._here(node) and type(node.op).__name__ == self.detail:
+            if self.op == "binop":
+                node.op = BIN[type(node.op)]()
+                self.done = True
+            elif self.op == "drop":
+                self.done = True
+                return node.left
+        return node
+
+    def visit_Constant(self, node):
+        if self.op == "off1" and self._here(node) and type(node.value) is int:
+            self.done = True
+            return ast.copy_location(ast.Constant(node.value + 1), node)
+        return node
+
+    def visit_UnaryOp(self, node):
+        self.generic_visit(node)
+        if self.op == "neg" and self._here(node) and isinstance(node.op, ast.USub):
+            self.done = True
+            return node.operand
+        return node
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        if self.op == "random" and self._here(node):
+            self.done = True
+            attr = node.func.attr
+            if attr == "topk":
+                if isinstance(node.func.value, ast.Name) and node.func.value.id == "torch":
+                    args = node.args                       # torch.topk(t, k, ...)
+                else:
+                    args = [node.func.value] + node.args   # t.topk(k, ...)
+                return ast.copy_location(ast.Call(ast.Name("_mut_rtopk", ast.Load()), args, node.keywords), node)
+            return ast.copy_location(ast.Call(ast.Name("_mut_rperm", ast.Load()), node.args, node.keywords), node)
+        return node
+
+
+def mutate_source(src: str, site) -> str | None:
+    tree = ast.parse(src)
+    t = _Apply(site)
+    new = t.visit(copy.deepcopy(tree))
+    if not t.done:
+        return None
+    ast.fix_missing_locations(new)
+    out = ast.unparse(new)
+    if out == ast.unparse(tree):
+        return None
+    return out + HELPERS
+
+
+def describe(site, src_lines) -> str:
+    op, line, col, detail = site
+    code = src_lines[line - 1].strip()
+    return f"{op}{'' if detail is None else ':' + str(detail)} @ line {line}:{col}: {code[:90]}"
+
+
+def make_copy(workdir: Path) -> Path:
+    main = workdir / "main"
+    if main.exists():
+        shutil.rmtree(main)
+    main.mkdir(parents=True)
+    shutil.copytree(ROOT / "xmtc", main / "xmtc", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(ROOT / "tests", main / "tests", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", main / "pyproject.toml")
+    shared = ROOT.parent / "shared"
+    link = workdir / "shared"
+    if shared.exists() and not link.exists():
+        link.symlink_to(shared)
+    return main
+
+
+def run_tests(main: Path, args: list[str], timeout: int, first: bool = True) -> tuple[str, float, str]:
+    """Run pytest on the copy: ``(passed | failed | timeout | errorN, seconds, last line [failed tests])``;
+    ``first``: stop at the first failure."""
+    env = {**os.environ, "PYTHONPATH": str(main), "PYTHONDONTWRITEBYTECODE": "1"}
+    cmd = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first else []), "-p", "no:cacheprovider", *args]
+    t0 = time.time()
+    try:
+        r = subprocess.run(cmd, cwd=main, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return "timeout", time.time() - t0, ""
+    lines = (r.stdout + r.stderr).strip().splitlines()
+    failed = [ln.split()[1].split("::")[-1] for ln in lines if ln.startswith("FAILED ")]
+    tail = (lines[-1:] or [""])[0] + (f" [{', '.join(failed)}]" if failed else "")
+    status = {0: "passed", 1: "failed"}.get(r.returncode, f"error{r.returncode}")
+    return status, time.time() - t0, tail
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--max", type=int, default=60)
+    ap.add_argument("--timeout", type=int, default=300)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--workdir", default=None)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--only", default=None, help="run only targets whose file contains this text")
+    ap.add_argument("--list", action="store_true")
+    ap.add_argument("--rerun", default=None, help="JSON lines of an earlier run: run its survivors again")
+    a = ap.parse_args(argv)
+
+    targets = [t for t in TARGETS if a.only is None or a.only in t[0]]
+    per_target = []
+    for path, names, test_args in targets:
+        src = (ROOT / path).read_text()
+        s = [x for x in sites(ast.parse(src), names) if mutate_source(src, x) is not None]
+        per_target.append((path, src, s, test_args))
+    if a.list:
+        for path, src, s, _ in per_target:
+            print(f"{path}: {len(s)} sites")
+            for x in s:
+                print("   ", describe(x, src.splitlines()))
+        return 0
+
+    # every random site; the other sites sampled round-robin over the targets (fixed seed)
+    rng = random.Random(a.seed)
+    chosen = []
+    pools = []
+    for path, src, s, test_args in per_target:
+        rnd = [x for x in s if x[0] == "random"]
+        rest = [x for x in s if x[0] != "random"]
+        rng.shuffle(rest)
+        chosen += [(path, src, x, test_args) for x in rnd]
+        pools.append([(path, src, x, test_args) for x in rest])
+    while len(chosen) < a.max and any(pools):
+        for pool in pools:
+            if pool and len(chosen) < a.max:
+                chosen.append(pool.pop())
+    chosen = chosen[:a.max]
+    if a.rerun:      # the survivors of an earlier run, against the current tests
+        by_file = {p[0]: p for p in per_target}
+        chosen = []
+        for line in open(a.rerun):
+            rec = json.loads(line)
+            if rec["verdict"] == "survived" and rec["file"] in by_file:
+                path, src, _, test_args = by_file[rec["file"]]
+                chosen.append((path, src, tuple(rec["site"]), test_args))
+
+    workdir = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="xmtc-mutate-"))
+    main_copy = make_copy(workdir)
+    out = open(a.out, "w") if a.out else None
+    print(f"copy: {main_copy}; {len(chosen)} mutants", flush=True)
+    # baseline: every selection passes on the unmutated copy (and imports the copy)
+    probe = subprocess.run([sys.executable, "-c", "import xmtc; print(xmtc.__file__)"], cwd=main_copy,
+                           env={**os.environ, "PYTHONPATH": str(main_copy)}, capture_output=True, text=True)
+    if not probe.stdout.strip().startswith(str(main_copy)):
+        print(f"the copy is not what imports: {probe.stdout.strip()} {probe.stderr[-300:]}")
+        return 2
+    for test_args in {tuple(t[3]) for t in per_target}:
+        status, secs, tail = run_tests(main_copy, list(test_args), a.timeout)
+        print(f"baseline {' '.join(test_args)[:80]}: {status} in {secs:.0f} s ({tail})", flush=True)
+        if status != "passed":
+            return 2
+    counts = {}
+    for i, (path, src, site, test_args) in enumerate(chosen, 1):
+        target = main_copy / path
+        mutated = mutate_source(src, site)
+        target.write_text(mutated)
+        try:
+            status, secs, tail = run_tests(main_copy, test_args, a.timeout)
+        finally:
+            target.write_text(src)
+        verdict = "survived" if status == "passed" else "killed"
+        counts[verdict] = counts.get(verdict, 0) + 1
+        rec = {"i": i, "file": path, "site": list(site), "mutant": describe(site, src.splitlines()),
+               "verdict": verdict, "status": status, "seconds": round(secs, 1), "tail": tail}
+        print(f"[{i:2d}/{len(chosen)}] {verdict:8s} {status:8s} {secs:5.0f}s {path}: {rec['mutant']}", flush=True)
+        if out:
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+    # the copy must still equal the original package after the run
+    for path, src, _, _ in per_target:
+        assert (main_copy / path).read_text() == src, path
+    print(f"summary: {counts.get('killed', 0)} killed, {counts.get('survived', 0)} survived of {len(chosen)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

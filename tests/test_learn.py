@@ -1,0 +1,282 @@
+"""Learning after training: the solver's warm starts, the tree update, ``XRLinear.learn`` and ``xmtc learn``."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmtc
+from xmtc.cli import main
+from xmtc.errors import ConfigError
+from xmtc.linear.hierarchy import HierarchicalLinearModel
+from xmtc.linear.solver import _train, primal_objective
+from xmtc.linear.update import changed_nodes, update
+
+from serve_support import sample_docs
+
+SOLVER = dict(C_pos=1.0, C_neg=1.0, bias=1.0, tol=0.1, max_iter=100, threshold=0.0, n_threads=2)
+
+
+def _problem(n=600, d=80, K=6, seed=0):
+    X = sp.random(n, d, density=0.08, format="csr", random_state=seed, dtype=np.float32)
+    Y = sp.random(n, K, density=0.1, format="csr", random_state=seed + 1, dtype=np.float32)
+    return X, Y, np.zeros(K, dtype=np.int64), sp.csr_matrix(np.ones((n, 1), np.float32))
+
+
+def _objective(X, Y, W):
+    d = X.shape[1]
+    W = W.toarray()
+    return sum(primal_objective(X, Y[:, k].toarray(), W[:d, k], W[d, k], 1.0, 1.0, 1.0) for k in range(Y.shape[1]))
+
+
+# -- the solver's warm starts -------------------------------------------------------------------------
+def test_proximal_from_zero_is_the_cold_solve_bit_for_bit():
+    X, Y, par, act = _problem()
+    cold, _ = _train(X, Y, par, act, **SOLVER)
+    warm, _ = _train(X, Y, par, act, init=sp.csc_matrix((X.shape[1] + 1, Y.shape[1]), dtype=np.float32),
+                     warm="proximal", **SOLVER)
+    assert (cold != warm).nnz == 0
+
+
+def test_proximal_without_rows_returns_the_old_weights():
+    X, Y, par, act = _problem()
+    W, _ = _train(X, Y, par, act, **SOLVER)
+    empty = sp.csr_matrix(act.shape, dtype=np.float32)
+    out, _ = _train(X, sp.csr_matrix(Y.shape, dtype=np.float32), par, empty, init=W, warm="proximal", **SOLVER)
+    assert abs(out - W).max() == 0
+
+
+def test_proximal_keeps_old_weights_on_features_the_rows_lack():
+    X, Y, par, act = _problem()
+    W, _ = _train(X, Y, par, act, **SOLVER)
+    keep = sp.diags((np.arange(X.shape[1]) < 40).astype(np.float32))
+    X2 = sp.csr_matrix(X[:200] @ keep)  # the new rows never touch features 40..79
+    X2.eliminate_zeros()
+    out, _ = _train(X2, Y[:200], par, act[:200], init=W, warm="proximal", **SOLVER)
+    assert abs(out[40:80] - W[40:80]).max() == 0
+    assert abs(out[:40] - W[:40]).max() > 0
+
+
+def test_dual_warm_start_reaches_the_cold_optimum_in_fewer_epochs():
+    X, Y, par, act = _problem()
+    cold, it_cold = _train(X, Y, par, act, **{**SOLVER, "tol": 1e-3})
+    warm, it_warm = _train(X, Y, par, act, init=cold, warm="dual", **{**SOLVER, "tol": 1e-3})
+    assert _objective(X, Y, warm) == pytest.approx(_objective(X, Y, cold), rel=1e-3)
+    assert it_warm.sum() < it_cold.sum()
+
+
+def test_unknown_warm_mode_is_refused():
+    X, Y, par, act = _problem()
+    with pytest.raises(ConfigError, match="warm must be"):
+        _train(X, Y, par, act, init=None, warm="hot", **SOLVER)
+
+
+# -- the tree update ------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def small():
+    texts, labels = sample_docs(step=12)
+    cut = int(len(texts) * 0.8)
+    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2)
+    model.fit(texts[:cut], labels[:cut], progress=False)
+    return model, texts, labels, cut
+
+
+def test_nodes_whose_data_did_not_change_keep_their_weights_bytes(small):
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    # documents of one leaf cluster's labels only
+    leaf_of = h.levels_[-1].parent_of
+    cluster = int(leaf_of[0])
+    in_cluster = set(np.flatnonzero(leaf_of == cluster).tolist())
+    names = model.labels_.names
+    rows = [i for i in range(cut, len(texts)) if labels[i] and all(model.labels_.index.get(x, -1) in in_cluster
+                                                                   for x in labels[i])][:20]
+    assert rows, "no document of the chosen cluster"
+    X = model.transform([texts[i] for i in rows])
+    Y, _ = xmtc.data.label_matrix([labels[i] for i in rows], model.labels_)
+    new, report = update(h, X, Y, threshold=0.05)
+    old_W, new_W = h.levels_[-1].to_weights(), new.levels_[-1].to_weights()
+    changed = np.flatnonzero(leaf_of == cluster)
+    assert report["refitted"][-1] == changed.size
+    same = np.setdiff1d(np.arange(len(names)), changed)
+    diff = old_W[:, same] != new_W[:, same]
+    assert diff.nnz == 0
+    assert (old_W[:, changed] != new_W[:, changed]).nnz > 0
+
+
+def test_changed_nodes_follow_the_definition():
+    parent_of = np.array([0, 0, 1, 1, 2])
+    active_new = sp.csr_matrix(np.array([[0, 1, 0], [0, 0, 0]], dtype=np.float32))
+    targets_new = sp.csr_matrix(np.array([[0, 0, 0, 0, 0], [0, 0, 0, 0, 1]], dtype=np.float32))
+    assert changed_nodes(parent_of, active_new, targets_new).tolist() == [2, 3, 4]
+
+
+def test_a_new_label_is_placed_and_suggested_for_its_documents(small):
+    model, texts, labels, cut = small
+    m = _copy(model)
+    docs = [t + " zyxwv" for t in texts[cut:cut + 12]]
+    before = m.n_labels
+    m.learn(docs, [["brand-new"]] * len(docs))
+    assert m.n_labels == before + 1 and m.labels_.names[-1] == "brand-new"
+    assert m.labels_.names[:before] == model.labels_.names
+    assert m.label_counts_[-1] == len(docs) and m.n_train_ == model.n_train_ + len(docs)
+    assert m.models_[0].n_labels == before + 1
+    top = [p[0][0] for p in m.predict(docs, k=1)]
+    assert sum(t == "brand-new" for t in top) >= len(docs) * 0.75
+
+
+def test_learning_the_held_out_part_improves_on_it_and_keeps_the_vocabulary(small):
+    model, texts, labels, cut = small
+    m = _copy(model)
+    held, held_labels = texts[cut:], labels[cut:]
+    before = m.evaluate(held, held_labels)["P@1"]
+    m.learn(held, held_labels)
+    after = m.evaluate(held, held_labels)["P@1"]
+    assert after > before + 5
+    assert m.featurizer_.n_features_ == model.featurizer_.n_features_ == m.n_features_
+
+
+def test_replay_refits_on_old_and_new(small):
+    model, texts, labels, cut = small
+    m = _copy(model)
+    old_names = set(model.labels_.names)
+    keep = [i for i in range(cut, len(texts)) if labels[i] and set(labels[i]) <= old_names]
+    m.learn([texts[i] for i in keep], [labels[i] for i in keep], replay=(texts[:cut], labels[:cut]))
+    full = HierarchicalLinearModel().fit(
+        m.transform(texts[:cut] + [texts[i] for i in keep]),
+        xmtc.data.label_matrix(labels[:cut] + [labels[i] for i in keep], model.labels_)[0],
+        [lv for lv in model.models_[0].chain], negatives="tfn", threshold=model.threshold)
+    X = m.transform(texts)
+    a = m.models_[0].predict_topk(X, 1)[0]
+    b = full.predict_topk(X, 1)[0]
+    assert np.mean(a == b) > 0.95  # the same objective on the same tree, from another starting point
+
+
+def test_methods_that_cannot_learn_say_so_in_one_line():
+    from xmtc.models import estimator_class
+    from xmtc.models.learning import learners, refusal
+
+    assert learners() == ["xr-linear"]
+    for method in ("lightxml", "cascadexml", "elias", "aplc", "xr-transformer", "x-transformer"):
+        assert not estimator_class(method).can_learn
+        msg = refusal(method)
+        assert "\n" not in msg and "xr-linear" in msg and method in msg
+
+
+def _copy(model):
+    import copy
+
+    return copy.deepcopy(model)
+
+
+# -- the command line -----------------------------------------------------------------------------------
+def _write_tsv(path: Path, texts, labels):
+    path.write_text("".join(f"{','.join(ls)}\t{t}\n" for t, ls in zip(texts, labels)), encoding="utf-8")
+
+
+def _write_jsonl(path: Path, texts, labels):
+    path.write_text("".join(json.dumps({"text": t, "labels": ls}) + "\n" for t, ls in zip(texts, labels)),
+                    encoding="utf-8")
+
+
+def _digest(folder: Path) -> dict:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir())}
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("learn")
+    texts, labels = sample_docs(step=16)
+    cut = int(len(texts) * 0.8)
+    _write_tsv(tmp / "old.tsv", texts[:cut], labels[:cut])
+    _write_jsonl(tmp / "new.jsonl", texts[cut:], [ls + ["fresh-label"] for ls in labels[cut:]])
+    assert main(["train", str(tmp / "old.tsv"), "-o", str(tmp / "model"), "-q", "--n-trees", "1",
+                 "--valid-size", "0"]) == 0
+    return tmp
+
+
+def test_train_reads_several_files_of_mixed_formats(files, tmp_path):
+    assert main(["train", str(files / "old.tsv"), str(files / "new.jsonl"), "-o", str(tmp_path / "m"), "-q",
+                 "--n-trees", "1", "--valid-size", "0"]) == 0
+    assert "fresh-label" in xmtc.load(tmp_path / "m").labels_.names
+
+
+def test_cli_learn_writes_elsewhere_and_adds_labels(files, tmp_path):
+    before = _digest(files / "model")
+    out = tmp_path / "learned"
+    assert main(["learn", str(files / "model"), str(files / "new.jsonl"), "-o", str(out), "-q"]) == 0
+    assert _digest(files / "model") == before
+    m, old = xmtc.load(out), xmtc.load(files / "model")
+    assert m.labels_.names[:old.n_labels] == old.labels_.names
+    assert m.labels_.index["fresh-label"] >= old.n_labels
+
+
+def test_cli_learn_in_place_is_atomic_when_it_fails_midway(files, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import xmtc.linear.solver as solver
+
+    target = tmp_path / "model"
+    shutil.copytree(files / "model", target)
+    before = _digest(target)
+    real, calls = solver.train_level, []
+
+    def failing(*args, **kw):
+        calls.append(1)
+        if len(calls) == 2:  # the second level of the first tree
+            raise MemoryError("simulated failure")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(solver, "train_level", failing)
+    assert main(["learn", str(target), str(files / "new.jsonl"), "-q"]) == 1
+    assert len(calls) == 2
+    assert _digest(target) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no temporary folder left behind
+    monkeypatch.setattr(solver, "train_level", real)
+    assert main(["learn", str(target), str(files / "new.jsonl"), "-q"]) == 0
+    assert _digest(target) != before
+
+
+def test_cli_learn_refuses_a_model_that_cannot_learn(files, monkeypatch, capsys):
+    import xmtc.models
+
+    class Neural:
+        method = "lightxml"
+        can_learn = False
+
+    monkeypatch.setattr(xmtc.models, "load", lambda folder, **kw: Neural())
+    assert main(["learn", str(files / "model"), str(files / "new.jsonl"), "-q"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "lightxml" in err and "xr-linear" in err
+
+
+def test_read_datasets_refuses_mixed_kinds_and_widths(files, tmp_path):
+    from xmtc.data import Dataset, LabelVocab, read_datasets, write_dataset
+    from xmtc.errors import DataFormatError
+
+    vocab = LabelVocab(["a", "b"])
+    Y = sp.csr_matrix(np.array([[1, 0], [0, 1]], dtype=np.float32))
+    a, b = tmp_path / "X.a.npz", tmp_path / "X.b.npz"
+    write_dataset(a, Dataset(None, sp.csr_matrix(np.eye(2, 3, dtype=np.float32)), Y, vocab))
+    write_dataset(b, Dataset(None, sp.csr_matrix(np.eye(2, 4, dtype=np.float32)), Y, vocab))
+    with pytest.raises(DataFormatError, match=r"X\.b\.npz.*4 feature columns.*X\.a\.npz has 3"):
+        read_datasets([a, b])
+    with pytest.raises(DataFormatError, match=r"X\.a\.npz.*feature vectors.*old\.tsv holds texts"):
+        read_datasets([files / "old.tsv", a])
+    ds = read_datasets([a, a])
+    assert ds.X.shape == (4, 3) and ds.Y.shape == (4, 2)
+
+
+def test_read_datasets_names_file_and_line_of_a_bad_line(files, tmp_path):
+    from xmtc.data import read_datasets
+    from xmtc.errors import DataFormatError
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"text": "ok", "labels": ["a"]}\n{"text": 3}\n', encoding="utf-8")
+    with pytest.raises(DataFormatError, match=r"bad\.jsonl.*2"):
+        read_datasets([files / "old.tsv", bad])

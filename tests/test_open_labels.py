@@ -1,0 +1,155 @@
+"""Open label sets for the methods that learn labels from documents: the label-text route, `labels add`
+and `labels remove` (xmtc/models/label_route.py, xmtc/models/open_labels.py)."""
+
+import gzip
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmtc
+from xmtc.cli import main
+from xmtc.data import sample_path
+from xmtc.features.tfidf import TfidfFeaturizer
+from xmtc.models.label_route import LabelRoute, merge_topk
+
+
+def test_merge_topk_keeps_the_best_of_both_and_a_duplicate_once():
+    ia = np.array([[3, 1, -1], [0, 2, 4]])
+    sa = np.array([[0.9, 0.2, 0.0], [0.5, 0.4, 0.1]], dtype=np.float32)
+    ib = np.array([[7, 1], [-1, -1]])
+    sb = np.array([[0.3, 0.6], [0.0, 0.0]], dtype=np.float32)
+    idx, sc = merge_topk(ia, sa, ib, sb, 3)
+    assert idx.tolist() == [[3, 1, 7], [0, 2, 4]]           # label 1 once, with its higher score 0.6
+    np.testing.assert_allclose(sc, [[0.9, 0.6, 0.3], [0.5, 0.4, 0.1]], rtol=1e-6)
+
+
+def test_route_scores_by_cosine_through_the_fitted_map():
+    f = TfidfFeaturizer(min_df=1).fit(["steam trains", "railway history", "bird watching", "lapland birds"])
+    route = LabelRoute(np.array([5, 9]), f.transform(["steam trains", "bird watching"]),
+                       np.array([0.0, 0.5, 1.0]), np.array([0.1, 0.3, 0.8]), f)
+    ids, p = route.topk(["steam trains", "railway history"], 2)
+    cos = (f.transform(["steam trains"]) @ f.transform(["steam trains"]).T).toarray()[0, 0]
+    assert ids[0, 0] == 5 and p[0, 0] == pytest.approx(np.interp(cos, [0, 0.5, 1], [0.1, 0.3, 0.8]), rel=1e-5)
+    # "railway history" shares no word with either label text: cosine 0 is no evidence, no suggestion
+    assert ids[1].tolist() == [-1, -1] and p[1].tolist() == [0.0, 0.0]
+
+
+def test_route_map_is_fitted_on_seen_labels_as_if_unseen():
+    f = TfidfFeaturizer(min_df=1).fit(["alpha beta", "gamma delta", "alpha", "gamma"])
+    texts = ["alpha beta", "gamma delta", "", "zeta"]     # labels 0, 1 seen; 2 (no text) and 3 (no docs)
+    counts = np.array([5, 5, 5, 0])
+    valid = ["alpha beta", "gamma delta", "alpha beta", "gamma"]
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0]], dtype=np.float32))
+    route = LabelRoute.fit(f, texts, counts, valid, Y)
+    assert route.label_ids.tolist() == [3]                 # only the label with a text and no document
+    # the map is P(correct | cosine) on the seen labels: cosine 1 was right once of twice ("alpha beta" twice)
+    assert route.probabilities(np.array([1.0]))[0] == pytest.approx(2 / 3, abs=0.2)
+    assert route.probabilities(np.array([0.0]))[0] == 0.0
+
+
+@pytest.fixture(scope="module")
+def open_split(tmp_path_factory):
+    """2,000 sample titles with a fifth of their labels stripped (the documents stay), and label files."""
+    d = tmp_path_factory.mktemp("open")
+    rows = []
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i >= 2000:
+                break
+            lab, text = line.rstrip("\n").split("\t", 1)
+            rows.append(([x for x in lab.split(",") if x], text))
+    labels = sorted({x for lab, _ in rows for x in lab})
+    unseen = set(np.random.default_rng(0).choice(labels, size=len(labels) // 5, replace=False).tolist())
+    (d / "train.tsv").write_text("".join(",".join(x for x in lab if x not in unseen) + "\t" + t + "\n"
+                                         for lab, t in rows), encoding="utf-8")
+    with gzip.open(sample_path("labels"), "rt", encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    keep = [ln for ln in lines[1:] if ln.split("\t", 1)[0] in set(labels)]
+    (d / "all.tsv").write_text("\n".join([lines[0]] + keep) + "\n", encoding="utf-8")
+    (d / "seen.tsv").write_text("\n".join([lines[0]] + [ln for ln in keep if ln.split("\t")[0] not in unseen]) + "\n")
+    (d / "new.tsv").write_text("\n".join([lines[0]] + [ln for ln in keep if ln.split("\t")[0] in unseen]) + "\n")
+    texts = {ln.split("\t")[0]: ln.split("\t")[3] for ln in keep}
+    return d, sorted(unseen), texts
+
+
+def _suggested(model, text, k=10):
+    idx, _ = model.predict_topk([text], k)
+    return [model.labels_.names[j] for j in idx[0] if j >= 0]
+
+
+def test_label_file_labels_without_documents_are_suggested_from_their_text(open_split):
+    d, unseen, texts = open_split
+    assert main(["train", str(d / "train.tsv"), "--label-file", str(d / "all.tsv"), "-o", str(d / "m_all"),
+                 "--n-trees", "1", "-q"]) == 0
+    model = xmtc.load(d / "m_all")
+    assert set(unseen) <= set(model.labels_.names) and all(model.label_counts_[model.labels_.index[u]] == 0
+                                                            for u in unseen)
+    found = sum(u in _suggested(model, texts[u]) for u in unseen)
+    assert found >= 0.8 * len(unseen)  # a text that is the label's own text finds it
+    manifest = json.loads((d / "m_all" / "manifest.json").read_text())
+    assert "label-route" in [st["name"] for st in manifest["stages"]]
+
+
+def test_labels_add_then_remove(open_split, capsys):
+    d, unseen, texts = open_split
+    assert main(["train", str(d / "train.tsv"), "--label-file", str(d / "seen.tsv"), "-o", str(d / "m"),
+                 "--n-trees", "1", "-q"]) == 0
+    before = xmtc.load(d / "m")
+    assert not set(unseen) & set(before.labels_.names)
+    assert main(["labels", "add", str(d / "m"), str(d / "new.tsv"), "-q"]) == 0
+    after = xmtc.load(d / "m")
+    assert after.labels_.names[:len(before.labels_)] == before.labels_.names
+    assert set(unseen) <= set(after.labels_.names) and after.label_counts_.shape == (len(after.labels_),)
+    u = unseen[0]
+    assert u in _suggested(after, texts[u]) and after.labels_.display_name(after.labels_.index[u])
+    # texts that share no word with any added label keep the old model's suggestions and scores exactly
+    pool = [line.split("\t", 1)[1] for line in (d / "train.tsv").read_text().splitlines()[:300]]
+    untouched = [t for t in pool if after.label_route_.topk([t], 1)[0][0, 0] < 0]
+    assert len(untouched) > 20
+    idx0, sc0 = before.predict_topk(untouched, 5)
+    idx1, sc1 = after.predict_topk(untouched, 5)
+    assert idx0.tolist() == idx1.tolist() and np.array_equal(sc0, sc1)
+    # adding an active label again is refused; removing masks it for good
+    assert main(["labels", "add", str(d / "m"), str(d / "new.tsv"), "-q"]) == 2
+    (d / "ids.txt").write_text(u + "\n")
+    assert main(["labels", "remove", str(d / "m"), str(d / "ids.txt"), "-q"]) == 0
+    removed = xmtc.load(d / "m")
+    assert u not in _suggested(removed, texts[u], k=20)
+    idx, _ = removed.predict_topk([texts[u]], 5)
+    assert (idx[0] >= 0).sum() == 5  # still k suggestions: the masked one is replaced, not left out
+    capsys.readouterr()
+
+
+def test_serve_reloads_a_rewritten_folder_and_answers_for_new_labels_with_their_uris(open_split, tmp_path):
+    pytest.importorskip("fastapi", reason="the serve extra is not installed")
+    import shutil
+    import time
+
+    from fastapi.testclient import TestClient
+
+    from xmtc.serve.app import create_app
+    from xmtc.serve.config import ServeConfig
+
+    d, unseen, texts = open_split
+    folder = tmp_path / "served"
+    if not (d / "m_seen").exists():
+        assert main(["train", str(d / "train.tsv"), "--label-file", str(d / "seen.tsv"), "-o", str(d / "m_seen"),
+                     "--n-trees", "1", "-q"]) == 0
+    shutil.copytree(d / "m_seen", folder)
+    u = unseen[1]
+    uri = next(ln.split("\t")[1] for ln in (d / "new.tsv").read_text().splitlines() if ln.startswith(u + "\t"))
+
+    def uris(client):
+        r = client.post("/v1/projects/p/suggest", data={"text": texts[u], "limit": 10})
+        assert r.status_code == 200
+        return [x["uri"] for x in r.json()["results"]]
+
+    with TestClient(create_app({"p": str(folder)}, ServeConfig(reload_s=0.1, batch_wait_ms=0.0))) as client:
+        assert uri not in uris(client)
+        assert main(["labels", "add", str(folder), str(d / "new.tsv"), "-q"]) == 0
+        deadline = time.monotonic() + 20
+        while uri not in uris(client) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert uri in uris(client)

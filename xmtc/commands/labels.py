@@ -1,0 +1,115 @@
+"""``xmtc labels SUBCOMMAND ...``: a model's label vocabulary.
+
+``xmtc labels find MODEL_DIR QUERY [--json] [--limit N]`` looks labels up both ways, id -> name and
+name -> id: a label matches when QUERY is a case-insensitive substring of its id, display name, URI or
+label text. Each match is printed with its id, display name, URI and training count (how many training
+documents carried it), exact matches of the id, name or URI first, then by training count, most
+frequent first, then by id. The exit status is 0 when something matched and 1 when nothing did (as
+``grep``), so scripts can test for a label.
+
+The vocabulary and counts are read from the model folder's ``labels`` and ``label-stats`` stages
+alone (checksums verified); the model's weights are not loaded.
+
+``labels`` is a command group: a subcommand is one entry of :data:`SUBCOMMANDS`, ``name: (add_parser,
+run)``, with ``add_parser(labels_sub, common)`` adding its parser to the group's sub-parsers and
+``run(args)`` doing the work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+
+def model_labels(folder) -> tuple:
+    """``(LabelVocab, training counts)`` of a saved model, without loading its weights."""
+    from ..data.labels import LabelVocab
+    from ..errors import ModelFormatError
+    from ..models.storage import ModelReader
+
+    reader = ModelReader(folder)
+    vocab = LabelVocab.from_json(reader.json(reader.stage_value("labels", "file")))
+    stats = reader.arrays(reader.stage_value("label-stats", "file"))
+    counts = stats.get("counts")
+    if counts is None or counts.shape != (len(vocab),) or counts.dtype.kind not in "iuf":
+        raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(vocab)} labels")
+    return vocab, np.asarray(counts)
+
+
+def find_labels(vocab, counts, query: str, limit: int | None = None) -> list[dict]:
+    """Labels whose id, display name, URI or text contains ``query`` (case-insensitive), ordered as the
+    module doc says; each ``{"id", "name", "uri", "train_count", "column"}`` (name/uri None when unset)."""
+    q = query.casefold()
+    found = []
+    for j, label_id in enumerate(vocab.names):
+        name = vocab.display[j] if vocab.display is not None and vocab.display[j] else None
+        uri = vocab.uris[j] if vocab.uris is not None and vocab.uris[j] else None
+        text = vocab.texts[j] if vocab.texts is not None and vocab.texts[j] else None
+        fields = [f.casefold() for f in (label_id, name, uri, text) if f]
+        if not any(q in f for f in fields):
+            continue
+        exact = any(q == f.casefold() for f in (label_id, name, uri) if f)
+        count = counts[j].item()
+        found.append((not exact, -count, label_id,
+                      {"id": label_id, "name": name, "uri": uri,
+                       "train_count": int(count) if float(count).is_integer() else float(count), "column": j}))
+    found.sort(key=lambda t: t[:3])
+    rows = [t[3] for t in found]
+    return rows if limit is None else rows[:limit]
+
+
+def _add_find(sub, common) -> None:
+    p = sub.add_parser("find", help="Look labels up by id, name, URI or label text.",
+                       description="Print the labels of MODEL_DIR whose id, display name, URI or label text"
+                                   " contains QUERY (case-insensitive): id, name, URI and training count. Exit"
+                                   " status 1 when none matches.")
+    p.add_argument("model_dir")
+    p.add_argument("query", help="Text to look for (a substring; case is ignored).")
+    p.add_argument("--limit", type=int, default=20, help="Show at most N matches; 0 shows all (default: 20).")
+    p.add_argument("--json", action="store_true", help="Print the matches as one JSON list of objects.")
+    common(p)
+
+
+def _run_find(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
+
+    if args.limit < 0:
+        raise ConfigError(f"--limit must be 0 (all) or a positive number, got {args.limit}")
+    vocab, counts = model_labels(args.model_dir)
+    rows = find_labels(vocab, counts, args.query)
+    shown = rows if args.limit == 0 else rows[:args.limit]
+    if args.json:
+        print(json.dumps(shown, ensure_ascii=False))
+    elif shown:
+        table = [("id", "name", "uri", "train_count")] + [
+            (r["id"], r["name"] or "-", r["uri"] or "-", str(r["train_count"])) for r in shown]
+        widths = [max(len(row[c]) for row in table) for c in range(3)]
+        for row in table:
+            print("  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11))
+    if len(shown) < len(rows) and not args.quiet:
+        import sys
+        more = len(rows) - len(shown)
+        print(f"({more} more {'match' if more == 1 else 'matches'}; --limit 0 shows all)", file=sys.stderr)
+    return 0 if rows else 1
+
+
+def _subcommands() -> dict:
+    from . import labels_edit
+    return {"find": (_add_find, _run_find), **labels_edit.SUBCOMMANDS}
+
+
+SUBCOMMANDS = _subcommands()
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("labels", help="Look up, add or remove a model's labels (labels find | add | remove).",
+                       description="Work with a model's label vocabulary.")
+    group = p.add_subparsers(dest="labels_command", required=True, metavar="SUBCOMMAND")
+    for add, _ in SUBCOMMANDS.values():
+        add(group, common)
+
+
+def run(args: argparse.Namespace) -> int:
+    return SUBCOMMANDS[args.labels_command][1](args)

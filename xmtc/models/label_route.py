@@ -1,0 +1,190 @@
+"""Labels known only by their text, for methods that learn labels from documents: the label-text route.
+
+A label with no training document (a new YSO concept, a new product category) is invisible to a model
+that learns each label from its documents: XR-Linear's ranker for it has no positive example. The route
+scores such labels by the TF-IDF cosine between a text and the label's text (its preferred and
+alternative names, from the label file), SemSup-XC's strong zero-shot baseline, and puts that cosine on
+the model's own calibrated scale so that a text-only label competes fairly with trained ones:
+
+* **the map** is fitted where the model's calibration is fitted, on the validation split ``xmtc train``
+  holds out: for each validation text, the :data:`MAP_TOP` *seen* labels with the highest cosine to it,
+  each with whether the text carries it, treated as if the labels were unseen; an isotonic regression of
+  correct on cosine gives P(correct | cosine), the same meaning as every calibrated score. A cosine of 0
+  (no word shared with the label's text) is no evidence and scores 0.
+* **prediction**: the model's calibrated top-k and the route's top-k over its labels are merged by score
+  (a label in both keeps the higher score), so a text-only label enters the top-k only where its
+  probability beats the model's own suggestions there, and does not push better-evidenced ones out.
+* **which labels**: every label of the vocabulary with a text and no training document, those of
+  ``--label-file`` included, and those added later (:meth:`LabelRoute.add`, ``xmtc labels add``).
+
+The route reads texts through the model's own TF-IDF featurizer where it has one (XR-Linear and the
+transformer methods), so a label's words are the model's words; a method without one gets a featurizer
+fitted on the training texts and saved with the route.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ConfigError, ModelFormatError
+
+log = logging.getLogger(__name__)
+
+MAP_TOP = 10  # seen labels per validation text the map is fitted on
+_CHUNK = 2048  # texts scored at a time (a chunk's cosines to every route label are dense)
+
+
+def _top_cosines(X: sp.csr_matrix, M: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``X`` the ``k`` rows of ``M`` with the largest inner product: (positions, values), best first;
+    positions -1 where fewer than ``k`` have a positive product."""
+    n, m = X.shape[0], M.shape[0]
+    k_eff = min(k, m)
+    pos = np.full((n, k), -1, dtype=np.int64)
+    val = np.zeros((n, k), dtype=np.float32)
+    if m == 0 or n == 0:
+        return pos, val
+    Mt = sp.csr_matrix(M.T)
+    for s in range(0, n, _CHUNK):
+        S = (X[s:s + _CHUNK] @ Mt).toarray()
+        part = np.argpartition(-S, k_eff - 1, axis=1)[:, :k_eff] if k_eff < m else np.tile(np.arange(m), (len(S), 1))
+        v = np.take_along_axis(S, part, 1)
+        order = np.argsort(-v, axis=1, kind="stable")
+        part, v = np.take_along_axis(part, order, 1), np.take_along_axis(v, order, 1)
+        pos[s:s + len(S), :k_eff] = np.where(v > 0, part, -1)
+        val[s:s + len(S), :k_eff] = np.maximum(v, 0)
+    return pos, val
+
+
+def merge_topk(ia: np.ndarray, sa: np.ndarray, ib: np.ndarray, sb: np.ndarray, k: int
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """The ``k`` best of two top-k lists per row (-1 padded), a label in both keeping its higher score."""
+    idx = np.concatenate([ia, ib], axis=1).astype(np.int64)
+    sc = np.where(idx >= 0, np.concatenate([sa, sb], axis=1).astype(np.float64), -np.inf)
+    order = np.lexsort((-sc, idx))  # by id, best score first within an id (per row)
+    sid = np.take_along_axis(idx, order, 1)
+    dup_sorted = np.zeros(idx.shape, dtype=bool)
+    dup_sorted[:, 1:] = sid[:, 1:] == sid[:, :-1]
+    dup = np.zeros(idx.shape, dtype=bool)
+    np.put_along_axis(dup, order, dup_sorted, 1)  # back to the lists' own order
+    sc[dup] = -np.inf
+    best = np.argsort(-sc, axis=1, kind="stable")[:, :k]  # ties keep the model's order, then the route's
+    idx, sc = np.take_along_axis(idx, best, 1), np.take_along_axis(sc, best, 1)
+    keep = np.isfinite(sc)
+    out_i = np.where(keep, idx, -1).astype(np.int32)
+    out_s = np.where(keep, sc, 0.0).astype(np.float32)
+    if out_i.shape[1] < k:
+        pad = k - out_i.shape[1]
+        out_i = np.pad(out_i, ((0, 0), (0, pad)), constant_values=-1)
+        out_s = np.pad(out_s, ((0, 0), (0, pad)))
+    return out_i, out_s
+
+
+class LabelRoute:
+    """Text-only labels (their global ids and TF-IDF rows) and the cosine -> probability map."""
+
+    def __init__(self, label_ids: np.ndarray, M: sp.csr_matrix, map_x: np.ndarray, map_y: np.ndarray,
+                 featurizer=None, own_featurizer: bool = False):
+        self.label_ids = np.asarray(label_ids, dtype=np.int64)
+        self.M = sp.csr_matrix(M, dtype=np.float32)
+        self.map_x = np.asarray(map_x, dtype=np.float64)
+        self.map_y = np.asarray(map_y, dtype=np.float64)
+        self.featurizer = featurizer
+        self.own_featurizer = own_featurizer
+
+    def __len__(self) -> int:
+        return int(self.label_ids.shape[0])
+
+    # -- fitting ----------------------------------------------------------------------------------------
+    @classmethod
+    def fit(cls, featurizer, label_texts: list[str], label_counts: np.ndarray, valid_texts: list[str],
+            valid_Y: sp.csr_matrix, *, own_featurizer: bool = False) -> "LabelRoute":
+        """The map from the seen labels' cosines on the validation texts; the route's labels: those with a
+        text and no training document (see the module doc)."""
+        from sklearn.isotonic import IsotonicRegression
+
+        has_text = np.array([bool(t and t.strip()) for t in label_texts])
+        counts = np.asarray(label_counts)
+        seen = np.flatnonzero(has_text & (counts > 0))
+        if seen.size == 0:
+            raise ConfigError("the label-text route needs label texts of labels with training documents")
+        Xv = featurizer.transform(valid_texts)
+        pos, val = _top_cosines(Xv, featurizer.transform([label_texts[j] for j in seen.tolist()]), MAP_TOP)
+        Yv = sp.csr_matrix(valid_Y)
+        ok = pos >= 0
+        rows = np.repeat(np.arange(pos.shape[0]), pos.shape[1])[ok.ravel()]
+        cols = seen[pos[ok]]
+        correct = np.asarray(Yv[rows, cols]).ravel() > 0 if rows.size else np.zeros(0, dtype=bool)
+        x = val[ok].astype(np.float64)
+        if x.size and correct.any() and not correct.all():
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x, correct.astype(np.float64))
+            map_x, map_y = np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64)
+        else:  # no evidence either way: the observed rate everywhere
+            map_x, map_y = np.array([0.0, 1.0]), np.full(2, float(correct.mean()) if correct.size else 0.0)
+        log.info("label-text route: map fitted on %d cosines of %d validation texts (%.1f%% correct);"
+                 " P(correct) %.3f at the median cosine", x.size, len(valid_texts), 100 * correct.mean()
+                 if correct.size else 0.0, float(np.interp(np.median(x), map_x, map_y)) if x.size else 0.0)
+        route = cls(np.zeros(0, dtype=np.int64), sp.csr_matrix((0, featurizer.n_features_), dtype=np.float32),
+                    map_x, map_y, featurizer, own_featurizer)
+        new = np.flatnonzero(has_text & (counts == 0))
+        route.add(new, [label_texts[j] for j in new.tolist()])
+        return route
+
+    # -- the labels -------------------------------------------------------------------------------------
+    def add(self, label_ids, texts: list[str]) -> None:
+        """Route the labels ``label_ids`` (global ids) by ``texts``; a label already routed gets the new text."""
+        label_ids = np.asarray(label_ids, dtype=np.int64)
+        if label_ids.size == 0:
+            return
+        keep = ~np.isin(self.label_ids, label_ids)
+        rows = self.featurizer.transform(list(texts))
+        self.label_ids = np.concatenate([self.label_ids[keep], label_ids])
+        self.M = sp.csr_matrix(sp.vstack([self.M[keep], rows]), dtype=np.float32)
+
+    def remove(self, label_ids) -> None:
+        keep = ~np.isin(self.label_ids, np.asarray(label_ids, dtype=np.int64))
+        self.label_ids, self.M = self.label_ids[keep], sp.csr_matrix(self.M[keep])
+
+    # -- scoring ----------------------------------------------------------------------------------------
+    def probabilities(self, cosines: np.ndarray) -> np.ndarray:
+        """P(correct | cosine) by the fitted map; 0 for a cosine of 0."""
+        c = np.asarray(cosines, dtype=np.float64)
+        return np.where(c > 0, np.interp(c, self.map_x, self.map_y), 0.0)
+
+    def topk(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Top-``k`` routed labels of each text: (global ids -1 padded, probabilities)."""
+        pos, val = _top_cosines(self.featurizer.transform(texts), self.M, k)
+        ids = np.where(pos >= 0, self.label_ids[np.maximum(pos, 0)] if len(self) else -1, -1)
+        return ids.astype(np.int32), np.where(pos >= 0, self.probabilities(val), 0.0).astype(np.float32)
+
+    def merge(self, idx: np.ndarray, scores: np.ndarray, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The model's top-k ``(idx, scores)`` of ``texts`` merged with the route's (see the module doc)."""
+        if len(self) == 0:
+            return idx, scores
+        ri, rs = self.topk(texts, k)
+        return merge_topk(idx, scores, ri, rs, k)
+
+    # -- storage ----------------------------------------------------------------------------------------
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        arrays = {"label_ids": self.label_ids, "map_x": self.map_x, "map_y": self.map_y,
+                  "M.data": self.M.data, "M.indices": self.M.indices.astype(np.int64),
+                  "M.indptr": self.M.indptr.astype(np.int64), "M.shape": np.array(self.M.shape, dtype=np.int64)}
+        return {"own_featurizer": self.own_featurizer, "format": 1}, arrays
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict, featurizer, n_labels: int, where: str) -> "LabelRoute":
+        try:
+            shape = tuple(int(v) for v in arrays["M.shape"])
+            M = sp.csr_matrix((arrays["M.data"], arrays["M.indices"], arrays["M.indptr"]), shape=shape)
+            route = cls(arrays["label_ids"], M, arrays["map_x"], arrays["map_y"], featurizer,
+                        bool(params.get("own_featurizer")))
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise ModelFormatError(f"{where}: invalid label-text route ({exc})") from None
+        ids = route.label_ids
+        if M.shape[0] != ids.shape[0] or (ids.size and (ids.min() < 0 or ids.max() >= n_labels)) or \
+                route.map_x.shape != route.map_y.shape or route.map_x.size == 0 or \
+                (featurizer is not None and M.shape[1] != featurizer.n_features_):
+            raise ModelFormatError(f"{where}: label-text route does not match the model's labels or features")
+        return route
