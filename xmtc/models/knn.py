@@ -105,7 +105,6 @@ class KNN(XMCModel):
     config_class = KNNConfig
     requires = ("torch", "transformers")
     extra = "transformer"
-    open_labels = True
     native_label_texts = True
 
     def __init__(self, **params: Any):

@@ -138,7 +138,6 @@ class LabelText(XMCModel):
     method = "label-text"
     config_class = LabelTextConfig
     cheap_refit = True
-    open_labels = True
     native_label_texts = True
 
     def __init__(self, **params: Any):

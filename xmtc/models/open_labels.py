@@ -133,14 +133,13 @@ def add_labels(model, new: LabelVocab) -> int:
     if any(not t.strip() for t in texts):
         raise ConfigError("every added label needs a text (or at least a name) to be suggested by")
     if hasattr(model, "add_labels"):  # the method embeds label texts itself
-        grown = _grown_vocab(vocab, new, fresh)
-        model.add_labels(grown)
+        model.add_labels(_grown_vocab(vocab, new, fresh, texts))
     else:
         route = getattr(model, "label_route_", None)
         if route is None:
             raise ConfigError(f"this {model.method} model has no label-text route (it was trained without label"
                               " texts): train it with --label-file to add labels by their text")
-        grown = _grown_vocab(vocab, new, fresh)
+        grown = _grown_vocab(vocab, new, fresh, texts)
         first = len(vocab)
         model.labels_ = grown
         route.add(np.arange(first, first + len(fresh)), texts)
@@ -148,15 +147,14 @@ def add_labels(model, new: LabelVocab) -> int:
     return len(fresh) + len(present)
 
 
-def _grown_vocab(vocab: LabelVocab, new: LabelVocab, fresh: list[int]) -> LabelVocab:
+def _grown_vocab(vocab: LabelVocab, new: LabelVocab, fresh: list[int], texts: list[str]) -> LabelVocab:
+    """``vocab`` with the labels ``fresh`` of ``new`` appended; ``texts``: their texts (name where none)."""
     def column(ours, theirs):
         if ours is None and theirs is None:
             return None
         base = list(ours) if ours is not None else [""] * len(vocab)
         return base + [theirs[j] if theirs is not None else "" for j in fresh]
 
-    texts = [new.texts[j] if new.texts and new.texts[j] else (new.display[j] if new.display else new.names[j])
-             for j in fresh]
     return LabelVocab(vocab.names + [new.names[j] for j in fresh], display=column(vocab.display, new.display),
                       texts=(list(vocab.texts) if vocab.texts is not None else list(vocab.display or vocab.names))
                       + texts, uris=column(vocab.uris, new.uris))
