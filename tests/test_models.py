@@ -69,30 +69,56 @@ def test_tree_ensemble_and_precomputed_features(reuters_small):
         feat.predict_topk(X[:, :10], 5)
 
 
-def test_auto_tree_count_is_three_seeded_trees_on_a_small_label_set_and_one_otherwise(reuters_small, tmp_path):
+def test_auto_tree_count_is_two_seeded_trees_on_a_small_label_set_and_one_otherwise(reuters_small, tmp_path):
     from xmtc.models.xr_linear import AUTO_TREES_MAX_LABELS, resolve_n_trees
 
     (texts, labels), (test_texts, _) = reuters_small
     auto = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(texts, labels, progress=False)   # n_trees=0: auto
-    three = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=3).fit(texts, labels, progress=False)
-    assert auto.n_trees == 0 and len(auto.models_) == 3
-    for a, b in zip(auto.predict_topk(test_texts, 5), three.predict_topk(test_texts, 5)):
-        np.testing.assert_array_equal(a, b)  # the same trees (seeds 0, 1, 2) as asking for three
+    two = xmtc.XRLinear(max_leaf_size=8, branching=4, n_trees=2).fit(texts, labels, progress=False)
+    assert auto.n_trees == 0 and len(auto.models_) == 2
+    for a, b in zip(auto.predict_topk(test_texts, 5), two.predict_topk(test_texts, 5)):
+        np.testing.assert_array_equal(a, b)  # the same trees (seeds 0, 1) as asking for two
     auto.save(tmp_path / "m")
     again = xmtc.load(tmp_path / "m")
-    assert len(again.models_) == 3 and again.n_trees == 0
+    assert len(again.models_) == 2 and again.n_trees == 0
     np.testing.assert_array_equal(again.predict_topk(test_texts, 5)[0], auto.predict_topk(test_texts, 5)[0])
     flat = xmtc.XRLinear(max_leaf_size=1000).fit(texts, labels, progress=False)
     assert len(flat.models_) == 1  # a flat model is the same for every seed
-    assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS, False) == 3
+    assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS, False) == 2
     assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS + 1, False) == 1
     assert resolve_n_trees(2, 10**6, True) == 2  # an explicit count is kept
     # a manifest whose tree stages disagree with its n_trees is refused, not half-loaded
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())
-    manifest["params"]["n_trees"] = 2
+    manifest["params"]["n_trees"] = 3
     (tmp_path / "m" / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ModelFormatError, match="3 tree stage"):
+    with pytest.raises(ModelFormatError, match="2 tree stage"):
         xmtc.load(tmp_path / "m")
+
+
+def test_ensemble_trees_stop_at_ensemble_tol_and_a_single_tree_at_tol(reuters_small, monkeypatch):
+    from xmtc.models import xr_linear
+
+    (texts, labels), _ = reuters_small
+    seen = []
+    real = xr_linear.plain_linear_fit
+
+    def spy(*args, **kw):
+        seen.append(kw["tol"])
+        return real(*args, **kw)
+
+    monkeypatch.setattr(xr_linear, "plain_linear_fit", spy)
+    small = dict(max_leaf_size=8, branching=4)
+    loose = xmtc.XRLinear(n_trees=2, tol=0.1, ensemble_tol=2.0, **small).fit(texts, labels, progress=False)
+    assert seen == [2.0, 2.0]
+    seen.clear()
+    xmtc.XRLinear(n_trees=1, tol=0.1, ensemble_tol=2.0, **small).fit(texts, labels, progress=False)
+    assert seen == [0.1]
+    seen.clear()
+    tight = xmtc.XRLinear(n_trees=2, tol=2.0, ensemble_tol=0.1, **small).fit(texts, labels, progress=False)
+    assert seen == [0.1, 0.1]
+    # the tolerance reaches the solver: a looser stop leaves different leaf weights
+    Wl, Wt = (m.models_[0].levels_[-1].to_weights() for m in (loose, tight))
+    assert abs(Wl - Wt).sum() > 1e-3
 
 
 def test_input_errors(fitted, tmp_path):

@@ -562,8 +562,27 @@ static int64_t kept_old(const train_args_t *a, int64_t k, const int32_t *gid, in
     return n;
 }
 
+/* The smallest float f with (double)f >= t, so that for every float v, fabsf(v) >= f exactly when
+ * fabs((double)v) >= t: the pruning test runs in float lanes without changing a single kept weight. */
+static float float_at_least(double t) {
+    float f = (float)t;
+    return (double)f < t ? nextafterf(f, INFINITY) : f;
+}
+
+/* cnt[lane] += the lane's weights that survive pruning (nonzero and |w| >= thr) over the block's u
+ * features.  Branch-free, so it vectorises: this count pass was an eighth of a level's training time. */
+XMTC_HOT static void count_kept(const float *w, const int32_t *loc, int64_t u, int nl, float thr, int64_t *cnt) {
+    int32_t c[LANES] = {0};
+    for (int64_t k = 0; k < u; k++) {
+        const float *wr = w + (int64_t)loc[k] * LANES;
+        for (int lane = 0; lane < LANES; lane++) c[lane] += (wr[lane] != 0.0f) & (fabsf(wr[lane]) >= thr);
+    }
+    for (int lane = 0; lane < nl; lane++) cnt[lane] += c[lane];
+}
+
 static void train_worker(void *ctx, int t) {
     train_args_t *a = (train_args_t *)ctx;
+    const float thr = float_at_least(a->threshold);
     const int64_t M = a->max_m > 0 ? a->max_m : 1;
     scratch_t s;
     s.w = (float *)calloc((size_t)(a->max_u + 1) * LANES, sizeof(float));
@@ -592,12 +611,10 @@ static void train_worker(void *ctx, int t) {
         const int64_t *outs = a->blk_out + j * LANES;
         int nl = 0;
         while (nl < LANES && outs[nl] >= 0) nl++;
+        memset(s.alpha, 0, (size_t)m * LANES * sizeof(double));
         for (int64_t i = 0; i < m; i++) {
             const int8_t neg = a->row_active[r0 + i] ? -1 : 0;
-            for (int lane = 0; lane < LANES; lane++) {
-                s.yv[i * LANES + lane] = lane < nl ? neg : 0;
-                s.alpha[i * LANES + lane] = 0.0;
-            }
+            for (int lane = 0; lane < LANES; lane++) s.yv[i * LANES + lane] = lane < nl ? neg : 0;
         }
         for (int lane = 0; lane < nl; lane++) {
             const int64_t k = outs[lane];
@@ -620,10 +637,7 @@ static void train_worker(void *ctx, int t) {
          * pass counts each lane's survivors, so every lane writes straight into its packed place.
          * Proximal warm starts append the old weights the rows could not move (re-sorted by the caller). */
         int64_t at[LANES], cnt[LANES] = {0};
-        for (int64_t k = 0; k < u; k++) {
-            const float *wr = s.w + (int64_t)loc[k] * LANES;
-            for (int lane = 0; lane < nl; lane++) cnt[lane] += wr[lane] != 0.0f && fabs((double)wr[lane]) >= a->threshold;
-        }
+        count_kept(s.w, loc, u, nl, thr, cnt);
         for (int lane = 0; lane < nl; lane++) {
             cnt[lane] += (s.w[u * LANES + lane] != 0.0f) + n_kept[lane];
             at[lane] = used;
@@ -636,7 +650,7 @@ static void train_worker(void *ctx, int t) {
             float *wr = s.w + (int64_t)loc[k] * LANES;
             for (int lane = 0; lane < nl; lane++) {
                 const float v = wr[lane];
-                if (v != 0.0f && fabs((double)v) >= a->threshold) {
+                if (v != 0.0f && fabsf(v) >= thr) {
                     orow[at[lane]] = gid[k];
                     oval[at[lane]++] = v;
                 }

@@ -88,7 +88,8 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         raise DataFormatError(None, None, "no document has a label; nothing to learn")
     cfg = model.config
     warm = "proximal"
-    solver_kw = dict(C_pos=cfg.C_pos / anchor, C_neg=cfg.C_neg / anchor, bias=cfg.bias, tol=cfg.tol,
+    solver_kw = dict(C_pos=cfg.C_pos / anchor, C_neg=cfg.C_neg / anchor, bias=cfg.bias,
+                     tol=cfg.tree_tol(len(model.models_)),
                      max_iter=cfg.max_iter, threshold=cfg.threshold)
     if replay is not None:
         X_old, Y_old = replay

@@ -3,8 +3,9 @@
 With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
 top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
 omikuji/Parabel recipe that trades train time for a point or so of precision. The default
-``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 3 trees on label sets of at most 4,096 labels that
-need a tree and 1 otherwise.
+``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 2 trees on label sets of at most 4,096 labels that
+need a tree and 1 otherwise; the trees of an ensemble stop their solvers at ``ensemble_tol`` (0.5) instead
+of ``tol`` (0.1), which the averaging absorbs (see that parameter).
 
 Against PECOS's XR-Linear (1.2.8; its C++ solver ``pecos/core/xmc/linear_solver.hpp`` and beam search
 ``pecos/core/xmc/inference.hpp`` read for this), measured on bibtex, delicious, reuters and
@@ -30,11 +31,12 @@ yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``-
   visit rows in different random orders).
 * Deliberate differences: the weight threshold (0.05 here, PECOS 0.1; see ``threshold``); PECOS also
   drops a bias weight below the threshold (1-2 of 983 delicious rankers, none on the other sets),
-  xmtc keeps it; beam 10 (PECOS's Python ``train`` leaves 20, its CLI 10); and three trees by default
-  on label sets of at most 4,096 labels (PECOS trains one): over tree seeds 0-4, P@1 / P@5 went from
-  63.63 / 28.05 to 63.76 / 28.19 on bibtex, 66.01 / 55.52 to 66.59 / 55.76 on delicious and 30.20 /
-  10.17 to 31.47 / 10.68 on yso-finna-en-2k-20k, against PECOS's one tree at 63.45 / 28.06, 66.03 /
-  55.45 and 29.95 / 10.13; ``n_trees=1`` is PECOS's model.
+  xmtc keeps it; beam 10 (PECOS's Python ``train`` leaves 20, its CLI 10); and two trees at solver
+  tolerance 0.5 by default on label sets of at most 4,096 labels (PECOS trains one at 0.1): over tree
+  seeds 0-4, P@1 / P@5 went from 63.63 / 28.05 (one tree) to 63.83 / 28.21 on bibtex, 66.01 / 55.52 to
+  66.29 / 55.57 on delicious and 30.20 / 10.17 to 31.00 / 10.49 on yso-finna-en-2k-20k, against PECOS's
+  one tree at 63.45 / 28.06, 66.03 / 55.45 and 29.95 / 10.13, for 0.43-0.47x the CPU time of the three
+  trees at 0.1 that were the default before; ``n_trees=1`` is PECOS's model.
 """
 
 from __future__ import annotations
@@ -110,7 +112,7 @@ class TfidfParams:
                                analyzer=analyzer, stop_words=stop_words)
 
 
-AUTO_TREES = 3  # trees of n_trees=0 (auto) on a small label set
+AUTO_TREES = 2  # trees of n_trees=0 (auto) on a small label set
 AUTO_TREES_MAX_LABELS = 4096  # ... at most this many labels: one tree costs seconds there, a few at most
 
 
@@ -120,9 +122,11 @@ def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
     most :data:`AUTO_TREES_MAX_LABELS` labels, else 1.
 
     Why: below a few thousand labels a tree's k-means partition is the largest source of run-to-run
-    difference (one seed's sd is 0.2-0.5 P@1 on bibtex, delicious and yso-finna-en-2k-20k) and one tree
-    trains in seconds, so averaging three buys a steady point of precision for little; at yso-finna-en's
-    24,810 labels one tree is kept, as training time matters more there.
+    difference (one seed's sd is 0.2-0.5 P@1 on bibtex, delicious and yso-finna-en-2k-20k), so averaging
+    trees buys a steady fraction of a point. Two trees at ``ensemble_tol`` cost less than PECOS's one
+    tree; three (+0.09 to +0.41 P@1 over two, means of five seeds) cost about 1.05x PECOS's time even at
+    that tolerance, 1.5x at 0.1. At yso-finna-en's 24,810 labels one tree is kept, as training time
+    matters more there.
     """
     if n_trees > 0:
         return n_trees
@@ -171,9 +175,18 @@ class XRLinearConfig(LinearTreeParams):
 
     n_trees: int = param(0, "Number of trees (differently seeded indexings) whose scores are averaged;"
                          f" 0 = auto: {AUTO_TREES} when the labels need a tree and number at most"
-                         f" {AUTO_TREES_MAX_LABELS:,}, else 1. Three trees measured +0.13 to +1.27 P@1 and +0.14"
-                         " to +0.51 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
+                         f" {AUTO_TREES_MAX_LABELS:,}, else 1. Two trees measured +0.20 to +0.80 P@1 and +0.05"
+                         " to +0.32 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
                          " seeds); each tree adds one tree's train and predict time.", minimum=0)
+    ensemble_tol: float = param(0.5, "Solver tolerance (see tol) of each tree when n_trees > 1; tol applies to"
+                                " a single tree. Averaging absorbs the looser fit: with three trees 0.5 measured"
+                                " P@1 -0.06 to +0.16 and P@5 -0.11 to +0.08 against 0.1 (means of 5 seeds on"
+                                " bibtex, delicious, yso-finna-en-2k-20k) in 0.67-0.73x the CPU time.",
+                                minimum=0.0, exclusive_minimum=True)
+
+    def tree_tol(self, n_trees: int) -> float:
+        """The solver tolerance of each tree of an ``n_trees``-tree model."""
+        return self.tol if n_trees == 1 else self.ensemble_tol
 
 
 @register
@@ -249,8 +262,8 @@ class XRLinear(XMCModel):
             t2 = time.perf_counter()
             model = (linear_fit or plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
-                tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
-                n_threads=n_threads, progress=progress)
+                tol=cfg.tree_tol(n_trees), max_iter=cfg.max_iter, threshold=cfg.threshold,
+                beam_size=cfg.beam_size, n_threads=n_threads, progress=progress)
             log.info("tree %d/%d: levels %s, linear models %.1fs", t + 1, n_trees, tree.level_sizes,
                      time.perf_counter() - t2)
             self.models_.append(model)
