@@ -85,7 +85,7 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
         model.calibration_ = cal
     info["refit_on_all"] = bool(refit)
     cal.fit_info = info
-    attach_route(model, ds.inputs, valid.inputs, valid.Y)  # after a refit: its label counts say which are unseen
+    attach_route(model, valid.inputs, valid.Y)  # after a refit: its label counts say which are unseen
     return info
 
 
@@ -121,5 +121,5 @@ def _fit_own_split(model, ds: Dataset, calibration: str, progress: bool, fit_kw:
     info.update(valid_seed=int(model.seed), train_docs=len(ds) - int(rows.size), refit_on_all=False)
     cal.fit_info = info
     valid = subset(ds, rows)
-    attach_route(model, ds.inputs, valid.inputs, valid.Y)
+    attach_route(model, valid.inputs, valid.Y)
     return info

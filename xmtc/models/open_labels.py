@@ -10,8 +10,9 @@
   columns keep their meaning for every stage) and are masked: never suggested again, and a label added
   back later is unmasked.
 
-The route's stages in a model folder: ``label-route`` (its arrays) and, for a method without a TF-IDF
-featurizer of its own, ``label-route-featurizer``; ``removed-labels`` holds the mask.
+The route's stages in a model folder: ``label-route`` (its arrays) and ``label-route-featurizer`` (the
+character n-grams it reads texts with; a model saved before those may have none and read texts with the
+model's own TF-IDF featurizer); ``removed-labels`` holds the mask.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 
 from ..data.labels import LabelVocab
 from ..errors import ConfigError
+from ..features.char_ngrams import CharNgramFeaturizer
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ def text_featurizer(model):
     return getattr(model, "featurizer_", None) or getattr(getattr(model, "reranker_", None), "featurizer", None)
 
 
-def attach_route(model, train_texts, valid_texts, valid_Y) -> None:
+def attach_route(model, valid_texts, valid_Y) -> None:
     """Fit ``model.label_route_`` on the validation split (when the vocabulary has label texts)."""
     from .label_route import LabelRoute
 
@@ -39,13 +41,11 @@ def attach_route(model, train_texts, valid_texts, valid_Y) -> None:
     if getattr(model, "native_label_texts", False) or vocab.texts is None or not isinstance(valid_texts, list) \
             or not valid_texts:
         return
-    featurizer, own = text_featurizer(model), False
-    if featurizer is None:
-        from .xr_linear import TfidfParams
-
-        featurizer, own = TfidfParams().make_featurizer().fit(list(train_texts)), True
+    # character n-grams of the label texts and the validation texts: label names in other inflections
+    # than the texts' words (the featurizer module's figure); cheap, as neither set grows with the corpus
+    featurizer = CharNgramFeaturizer().fit([t for t in vocab.texts if t and t.strip()] + list(valid_texts))
     model.label_route_ = LabelRoute.fit(featurizer, vocab.texts, model.label_counts_, valid_texts, valid_Y,
-                                        own_featurizer=own)
+                                        own_featurizer=True)
     log.info("label-text route: %d labels without training documents are suggested from their text",
              len(model.label_route_))
 
@@ -57,7 +57,8 @@ def route_stages(model, writer) -> list[dict]:
     if route is not None:
         if route.own_featurizer:
             params, arrays = route.featurizer.to_arrays()
-            stages.append({"name": "label-route-featurizer", "type": "tfidf", "params": params,
+            kind = "char-ngrams" if isinstance(route.featurizer, CharNgramFeaturizer) else "tfidf"
+            stages.append({"name": "label-route-featurizer", "type": kind, "params": params,
                            "file": writer.arrays("label_route_featurizer", arrays)})
         params, arrays = route.to_arrays()
         stages.append({"name": "label-route", "type": "label-text-route", "params": params,
@@ -82,7 +83,8 @@ def load_route(model, reader) -> None:
             from ..features.tfidf import TfidfFeaturizer
 
             st = reader.stage("label-route-featurizer")
-            featurizer = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
+            kind = CharNgramFeaturizer if st.get("type") == "char-ngrams" else TfidfFeaturizer
+            featurizer = kind.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
         if featurizer is None:
             raise ModelFormatError(f"{reader.folder}: the label-text route has no featurizer to read texts with")
         st = reader.stage("label-route")

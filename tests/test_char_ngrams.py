@@ -1,0 +1,41 @@
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import TfidfVectorizer
+
+from xmtc.errors import ModelFormatError
+from xmtc.features.char_ngrams import CharNgramFeaturizer
+
+TEXTS = ["Steam locomotives", "railways of Finland", "the history of the Finnish railway", "Åland ferries"]
+
+
+def test_rows_equal_scikit_learns_char_wb_tfidf_and_survive_a_round_trip():
+    feat = CharNgramFeaturizer().fit(TEXTS)
+    ref = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, dtype=np.float32).fit(TEXTS)
+    queries = ["railway locomotive", "ÅLAND", "", "zzzz"]
+    X, R = feat.transform(queries), ref.transform(queries)
+    # same columns in the same order: the n-gram order is scikit-learn's vocabulary order
+    assert feat.ngrams_ == sorted(ref.vocabulary_, key=ref.vocabulary_.get)
+    np.testing.assert_allclose(X.toarray(), R.toarray(), rtol=1e-6, atol=1e-7)
+    params, arrays = feat.to_arrays()
+    again = CharNgramFeaturizer.from_arrays(params, arrays)
+    np.testing.assert_array_equal(again.transform(queries).toarray(), X.toarray())
+
+
+def test_an_inflected_label_name_matches_where_words_do_not():
+    feat = CharNgramFeaturizer().fit(TEXTS)
+    words = TfidfVectorizer().fit(TEXTS)
+    a, b = "railways", "the finnish railway"
+    assert (words.transform([a]) @ words.transform([b]).T).toarray()[0, 0] == 0.0
+    cos = (feat.transform([a]) @ feat.transform([b, "steam locomotives"]).T).toarray()[0]
+    # ' railways ' shares ' ra', 'rai', ..., 'railw', 'ailwa', ... with ' railway ' and nothing with the other
+    assert cos[0] > 0.2 and cos[1] == 0.0
+
+
+def test_inconsistent_arrays_are_refused():
+    params, arrays = CharNgramFeaturizer().fit(TEXTS).to_arrays()
+    with pytest.raises(ModelFormatError):
+        CharNgramFeaturizer.from_arrays({**params, "n_features": params["n_features"] + 1}, arrays)
+    with pytest.raises(ModelFormatError):
+        CharNgramFeaturizer.from_arrays(params, {**arrays, "idf": arrays["idf"][:-1]})
+    with pytest.raises(ModelFormatError):
+        CharNgramFeaturizer.from_arrays({**params, "format": "tfidf"}, arrays)
