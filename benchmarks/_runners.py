@@ -3,7 +3,8 @@
 Run as ``python _runners.py LIBRARY --work DIR --result FILE.json ...`` by ``linear.py`` and
 ``transformer.py``, with the interpreter that has that library (xmtc: the project's; peers:
 benchmarks/.venv-peers, whose numpy and scipy are older). One library per process makes its peak RSS (VmHWM) the peak of that library alone.
-This file imports nothing but numpy/scipy at the top so that both interpreters can run it.
+This file imports nothing but numpy/scipy (and the stdlib-only _memory.py) at the top so that both
+interpreters can run it.
 
 Exit codes: 0 ok, 3 the library cannot be imported (reported as "not installed"), anything else a
 failure whose stderr the parent shows.
@@ -28,28 +29,13 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from _memory import peak_rss_mb
+
 EXIT_NOT_INSTALLED = 3
 
 
 class NotInstalled(Exception):
     """The library's import failed: the table says "not installed" instead of a traceback."""
-
-
-def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MiB.
-
-    VmHWM from /proc/self/status, not ru_maxrss: Linux carries ru_maxrss over from the forked
-    parent across exec, so every child would report at least the parent's RSS at fork time
-    (the harness's own ~200 MB after featurizing). VmHWM belongs to the fresh address space.
-    """
-    try:
-        with open("/proc/self/status") as fh:
-            for line in fh:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def topk_from_csr(P: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:

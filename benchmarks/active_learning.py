@@ -28,15 +28,9 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
+from _data import read_tsv  # noqa: E402
+
 DATA = HERE.parent.parent / "shared" / "data" / "yso-finna-en-2k-20k"
-
-
-def read_tsv(path: Path):
-    """(texts, label lists) of a TSV data file, read by xmtc's own reader."""
-    from xmtc.data import formats
-
-    docs = formats.read_tsv(path)
-    return docs.texts, docs.labels
 
 
 def simulate(strategy: str, texts, labels, test, *, seed: int, start: int, rounds: int, batch: int,

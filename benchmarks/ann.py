@@ -40,15 +40,12 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from _memory import rss_mb  # noqa: E402
+
 DIM = 384
 K = 10
 N_QUERIES = 1000
 EF_GRID = (10, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512)
-
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
 def _normalise(x: np.ndarray) -> np.ndarray:

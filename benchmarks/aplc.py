@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -24,19 +23,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from _data import read_tsv  # noqa: E402
+from _memory import peak_rss_mb  # noqa: E402
 
-def read_tsv(path: Path, limit: int | None = None):
-    import gzip
-
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if limit is not None and i >= limit:
-                break
-            lab, text = line.rstrip("\n").split("\t", 1)
-            texts.append(text)
-            labels.append([x for x in lab.split(",") if x])
-    return texts, labels
 
 
 def main(argv=None) -> int:
@@ -125,7 +114,7 @@ def main(argv=None) -> int:
         name = mode if not beam else f"{mode}, beam {beam}"
         result["modes"][name]["output_layer_ms_doc"] = round(1000 * (time.perf_counter() - t1) / len(tok), 4)
     result["test_labels_unseen_in_train"] = n_missing
-    result["peak_rss_mb"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+    result["peak_rss_mb"] = round(peak_rss_mb(), 1)
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

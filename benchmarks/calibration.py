@@ -24,15 +24,9 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+
+from _data import read_tsv  # noqa: E402
 DATA = HERE.parent.parent / "shared" / "data"
-
-
-def read_tsv(path: Path):
-    """(texts, label lists) of a TSV data file, read by xmtc's own reader."""
-    from xmtc.data import formats
-
-    docs = formats.read_tsv(path)
-    return docs.texts, docs.labels
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """One measured CascadeXML run on a text data set: train s, predict ms/doc, P@1/3/5, peak RSS.
 
-    flock /work/wt/bench.lock python benchmarks/cascadexml.py --params '{"pooling": "mean"}' --out run.json
+    python benchmarks/cascadexml.py --params '{"pooling": "mean"}' --out run.json
 
 Trains ``xmtc.CascadeXML`` on train.txt.gz (defaults + ``--params``), predicts test.txt.gz (timed) and scores
 it with xmtc.metrics.evaluate; labels the model never saw count as missed. The same test texts are then scored
@@ -15,13 +15,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+
+from _memory import peak_rss_mb  # noqa: E402
 
 
 def read(path: Path, limit: int | None):
@@ -113,7 +114,7 @@ def main() -> None:
         "n_train": len(train_texts), "n_test": len(test_texts), "levels": model.network_.sizes,
         "layers": [list(x) for x in model.network_.layers],
         "train_s": round(train_s, 2), "predict_ms_per_doc": round(predict_ms, 3),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "metrics": by_score[model.score]["test"], "by_score": by_score, "history": model.history_,
         "best_epoch": model.best_epoch_, "loadavg": {"start": load_before, "after_train": load_mid,
                                                      "end": os.getloadavg()},

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ELIAS / ELIAS++ on yso-finna-en-2k-20k: one training run with the method's defaults, measured.
 
-    flock /work/wt/bench.lock python benchmarks/elias.py                 # ELIAS, ~15 min on 2 cores
+    python benchmarks/elias.py                 # ELIAS, ~15 min on 2 cores
     python benchmarks/elias.py --ranker                                  # ELIAS++
     python benchmarks/elias.py --max-train 2000 --max-test 500 --set epochs=1 --set stage2_epochs=1   # smoke
 
@@ -14,10 +14,8 @@ and after (the machine is shared: timings under load say so). Writes benchmarks/
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import os
-import resource
 import sys
 import time
 from pathlib import Path
@@ -27,17 +25,8 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-
-def read_tsv(path: Path, limit: int | None):
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if limit is not None and i >= limit:
-                break
-            lab, text = line.rstrip("\n").split("\t", 1)
-            texts.append(text)
-            labels.append([x for x in lab.split(",") if x])
-    return texts, labels
+from _data import read_tsv  # noqa: E402
+from _memory import peak_rss_mb  # noqa: E402
 
 
 def main() -> int:
@@ -92,7 +81,7 @@ def main() -> int:
         "n_test": len(test_texts), "train_s": round(train_s, 1), "runs": runs,
         "ranker_s": round(ranker_s, 1),
         "history": model.history_, "reachable_labels": getattr(model, "reachable_labels_", None),
-        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
         "load_before": load_before, "load_after_train": load_train, "load_after": os.getloadavg(),
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "cores": os.cpu_count()}
     out = HERE / "out"

@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import time
@@ -34,10 +33,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-
-def rss_mb() -> float:
-    with open("/proc/self/statm") as fh:
-        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+from _memory import peak_rss_mb, rss_mb  # noqa: E402
 
 
 def child(variant: str, K: int, h: int, batch: int, shortlist: int, steps: int, threads: int) -> dict:
@@ -85,7 +81,7 @@ def child(variant: str, K: int, h: int, batch: int, shortlist: int, steps: int, 
             opt.step(rows, gw, gb)
         if s >= 2:
             times.append(time.perf_counter() - t0)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     return {"variant": variant, "K": K, "step_ms": 1000 * float(np.median(times)),
             "weights_mb": K * (h + 1) * 4 / 2**20, "rss_after_init_mb": base, "peak_rss_mb": peak,
             "peak_above_init_mb": peak - base}

@@ -24,7 +24,6 @@ figures are in the JSON under ``selection``. The same grid on the test set is re
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import platform
 import sys
@@ -36,22 +35,13 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from _data import read_tsv  # noqa: E402
 from xmtc.data.labels import LabelVocab  # noqa: E402
 from xmtc.models.base import as_label_matrix  # noqa: E402
 from xmtc.open_metrics import evaluate_open_set, open_set_metrics, read_unseen_ids  # noqa: E402
 
 LAMBDAS = (0.0, 0.1, 0.2, 0.3, 0.5, 0.7, 0.9, 1.0)
 KS = (16, 32, 64)
-
-
-def read_tsv(path: Path):
-    texts, labels = [], []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            lab, _, text = line.rstrip("\n").partition("\t")
-            labels.append([x for x in lab.split(",") if x])
-            texts.append(text)
-    return texts, labels
 
 
 def vocab_for(label_file: Path, label_lists) -> LabelVocab:

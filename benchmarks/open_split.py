@@ -27,15 +27,9 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
+sys.path.insert(0, str(ROOT))
 
-
-def read_tsv(path: Path) -> list[tuple[list[str], str]]:
-    rows = []
-    with gzip.open(path, "rt", encoding="utf-8") as fh:
-        for line in fh:
-            labels, _, text = line.rstrip("\n").partition("\t")
-            rows.append(([x for x in labels.split(",") if x], text))
-    return rows
+from _data import read_tsv  # noqa: E402
 
 
 def label_file_for(name: str) -> Path:
@@ -74,7 +68,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     src, out = DATA / args.dataset, Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
-    train, test = read_tsv(src / "train.txt.gz"), read_tsv(src / "test.txt.gz")
+    train, test = (list(zip(*reversed(read_tsv(src / f"{part}.txt.gz")))) for part in ("train", "test"))
     new_train, hidden, unseen = open_split(train, test, args.share, args.seed)
     write_tsv(out / "train.tsv.gz", new_train)
     write_tsv(out / "test.tsv.gz", test)

@@ -38,6 +38,9 @@ def reuters_small():
 
 def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32, seed: int = 0,
                    dropout: float = 0.1) -> Path:
+    """A random 2-layer BERT whose word-level vocabulary is the ``vocab_size`` commonest words of ``texts``
+    (nothing downloaded). Tests take the shared one (the ``tiny_bert`` fixture); ``tiny_bert_builder`` gives
+    this function to a test that needs its own (no dropout, a vocabulary of its own texts)."""
     import collections
     import re
 
@@ -56,3 +59,49 @@ def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32
     BertModel(config).save_pretrained(str(folder))
     tokenizer.save_pretrained(str(folder))
     return folder
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The shared data folder (shared/data beside the checkout); the test is skipped where it is absent."""
+    if not DATA.exists():
+        pytest.skip("shared data not available")
+    return DATA
+
+
+@pytest.fixture(scope="session")
+def tsv_sample():
+    """``read(dataset, split, n)``: the first ``n`` (texts, label lists) of shared/data/<dataset>/<split>.txt.gz;
+    the test is skipped where the shared data is not available."""
+    def read(dataset: str, split: str, n: int):
+        path = DATA / dataset / f"{split}.txt.gz"
+        if not path.exists():
+            pytest.skip("shared data not available")
+        return read_tsv_sample(path, n)
+    return read
+
+
+@pytest.fixture(scope="session")
+def tiny_bert(tmp_path_factory) -> str:
+    """The one tiny random BERT of the suite (hidden 32, 2 layers, dropout 0.1), built once a session: its
+    vocabulary is the 10,000 commonest words of the texts the tests train on (the first Reuters and
+    yso-finna-en-2k-20k documents where the shared data is available, and the bundled sample), so every
+    test's words are mostly known."""
+    pytest.importorskip("torch", reason="the transformer extra is not installed")
+    pytest.importorskip("transformers", reason="the transformer extra is not installed")
+    from xmtc.data import sample_path
+
+    texts = read_tsv_sample(sample_path("train"), 2000)[0]
+    for dataset, split, n in (("reuters21578-apte90", "train", 2000), ("yso-finna-en-2k-20k", "train", 8000),
+                              ("yso-finna-en-2k-20k", "test", 3000)):
+        if (DATA / dataset / f"{split}.txt.gz").exists():
+            texts += read_tsv_sample(DATA / dataset / f"{split}.txt.gz", n)[0]
+    return str(make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", texts, vocab_size=10000))
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_builder():
+    """``make_tiny_bert``, for a test that needs an encoder of its own (no dropout, its own vocabulary)."""
+    pytest.importorskip("torch", reason="the transformer extra is not installed")
+    pytest.importorskip("transformers", reason="the transformer extra is not installed")
+    return make_tiny_bert

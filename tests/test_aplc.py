@@ -20,8 +20,6 @@ from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.neural.aplc import APLCNetwork, default_tail_clusters, frequency_split, log1mexp  # noqa: E402
 
-from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
-
 FAST = dict(max_length=16, epochs=3, batch_size=32, learning_rate=1e-3, head_learning_rate=1e-2, n_threads=1,
             seed=0, valid_size=0.1)
 
@@ -194,24 +192,16 @@ def test_a_narrow_beam_scores_only_each_texts_best_clusters():
 
 # -- the estimator on a tiny random BERT (n_threads 1: the suite shares the machine) ------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def sample():
+def sample(tsv_sample):
     """Reuters newswire: 90 Zipf-distributed labels (APLC's case: a few frequent ones, many rare)."""
-    d = DATA / "reuters21578-apte90"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    return read_tsv_sample(d / "train.txt.gz", 400), read_tsv_sample(d / "test.txt.gz", 200)
+    return tsv_sample("reuters21578-apte90", "train", 400), tsv_sample("reuters21578-apte90", "test", 200)
 
 
 @pytest.fixture(scope="module")
-def encoder_dir(sample, tmp_path_factory):
-    return make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", sample[0][0])
-
-
-@pytest.fixture(scope="module")
-def fitted(sample, encoder_dir):
+def fitted(sample, tiny_bert):
     (texts, labels), _ = sample
     # bias=False is the reference's layer: every probability starts at 0.5, so the loss has far to fall
-    return xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, bias=False, **FAST).fit(texts, labels,
+    return xmtc.APLC(encoder=str(tiny_bert), n_tail_clusters=2, bias=False, **FAST).fit(texts, labels,
                                                                                        progress=False)
 
 
@@ -235,13 +225,13 @@ def test_loss_decreases_and_the_split_follows_the_training_frequencies(fitted, s
     assert np.all(np.diff(counts[net.order]) <= 0)
 
 
-def test_trained_model_beats_the_untrained_one(fitted, sample, encoder_dir, monkeypatch):
+def test_trained_model_beats_the_untrained_one(fitted, sample, tiny_bert, monkeypatch):
     from xmtc.neural import e2e
 
     _, (texts, labels) = sample
     monkeypatch.setattr(e2e.EndToEndTrainer, "run", lambda self, *a, **k: {"history": [], "best_epoch": 0,
                                                                           "loss_curve": []})
-    untrained = xmtc.APLC(encoder=str(encoder_dir), n_tail_clusters=2, bias=False, **FAST).fit(*sample[0],
+    untrained = xmtc.APLC(encoder=str(tiny_bert), n_tail_clusters=2, bias=False, **FAST).fit(*sample[0],
                                                                                             progress=False)
     p_trained, p_untrained = fitted.evaluate(texts, labels)["P@1"], untrained.evaluate(texts, labels)["P@1"]
     assert p_trained > p_untrained, (p_trained, p_untrained)
@@ -262,21 +252,21 @@ def test_save_load_identical_predictions_in_both_modes(fitted, sample, tmp_path)
     np.testing.assert_allclose(s1, s3, rtol=1e-5, atol=1e-6)
 
 
-def test_bad_cutoffs_are_config_errors(sample, encoder_dir):
+def test_bad_cutoffs_are_config_errors(sample, tiny_bert):
     (texts, labels), _ = sample
     with pytest.raises(ConfigError, match="cutoffs"):
-        xmtc.APLC(encoder=str(encoder_dir), cutoffs="10,x")
+        xmtc.APLC(encoder=str(tiny_bert), cutoffs="10,x")
     with pytest.raises(ConfigError, match="cutoffs"):
-        xmtc.APLC(encoder=str(encoder_dir), cutoffs="100000", **FAST).fit(texts[:50], labels[:50], progress=False)
+        xmtc.APLC(encoder=str(tiny_bert), cutoffs="100000", **FAST).fit(texts[:50], labels[:50], progress=False)
 
 
-def test_cli_train_method_aplc(sample, encoder_dir, tmp_path, capsys):
+def test_cli_train_method_aplc(sample, tiny_bert, tmp_path, capsys):
     (texts, labels), (test_texts, test_labels) = sample
     train = tmp_path / "train.tsv"
     train.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(texts[:200], labels[:200])))
     test = tmp_path / "test.tsv"
     test.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test_texts[:50], test_labels[:50])))
-    assert main(["train", str(train), "-o", str(tmp_path / "a"), "--method", "aplc", "--encoder", str(encoder_dir),
+    assert main(["train", str(train), "-o", str(tmp_path / "a"), "--method", "aplc", "--encoder", str(tiny_bert),
                  "--max-length", "16", "--epochs", "1", "--cutoffs", "10", "--div-value", "4", "-q"]) == 0
     manifest = json.loads((tmp_path / "a" / "manifest.json").read_text())
     assert manifest["method"] == "aplc" and manifest["params"]["cutoffs"] == "10"
@@ -331,7 +321,7 @@ def test_xlnet_loads_through_the_core_and_pools_its_cls_token(sample, tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_training_with_batches_touching_different_tail_clusters(sample, encoder_dir, tmp_path):
+def test_ddp_training_with_batches_touching_different_tail_clusters(sample, tiny_bert, tmp_path):
     """Two processes whose batches touch different tail clusters still merge the same heads each step
     (a process skipping a head's all-gather would leave the other waiting until the timeout)."""
     import os
@@ -345,7 +335,7 @@ def test_ddp_training_with_batches_touching_different_tail_clusters(sample, enco
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=repo, PYTHONFAULTHANDLER="1")  # a crash prints every stack
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
                           "29547", "-m", "xmtc.cli", "train", str(train), "-o", str(tmp_path / "m"), "--method", "aplc",
-                          "--encoder", str(encoder_dir), "--max-length", "16", "--epochs", "1", "--batch-size", "4",
+                          "--encoder", str(tiny_bert), "--max-length", "16", "--epochs", "1", "--batch-size", "4",
                           "--n-tail-clusters", "3", "--valid-size", "0", "-q"], env=env, capture_output=True, text=True,
                          timeout=240)
     assert run.returncode == 0, run.stderr[-8000:]

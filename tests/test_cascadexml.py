@@ -1,5 +1,6 @@
-"""CascadeXML: per-level candidates and score combination against hand-computed cases; training on a tiny
-random BERT (loss falls, P@1 beats the untrained network), save -> load, and the CLI."""
+"""CascadeXML: per-level candidates and score combination against hand-computed cases; training on the
+suite's tiny random BERT (loss falls, P@1 beats the untrained network), the re-ranker, and the CLI's
+CascadeXML flags. Save -> load and the plain command line are tests/test_contract.py."""
 
 from __future__ import annotations
 
@@ -18,8 +19,6 @@ from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.index.tree import LabelTree  # noqa: E402
 from xmtc.neural.cascadexml import CascadeNetwork, default_layers, parse_layers  # noqa: E402
-
-from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
 
 # The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is 0.1-0.2% of its
 # size: nothing trained it to summarise), so the end-to-end tests read mean-pooled states, without dropout,
@@ -124,13 +123,10 @@ def test_layer_rule_reproduces_the_reference_for_bert_base():
 
 # -- end to end on a tiny random BERT ----------------------------------------------------------------
 @pytest.fixture(scope="module")
-def sample():
+def sample(tsv_sample):
     """Texts of the 24 most frequent labels among the first 8,000 training lines (300 to train, 96 to test):
     a task the tiny encoder can begin to learn in seconds (labels seen ~15 times each, not once)."""
-    d = DATA / "yso-finna-en-2k-20k"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    texts, labels = read_tsv_sample(d / "train.txt.gz", 8000)
+    texts, labels = tsv_sample("yso-finna-en-2k-20k", "train", 8000)
     counts = collections.Counter(x for ls in labels for x in ls)
     keep = {x for x, _ in counts.most_common(24)}
     pairs = [(t, [x for x in ls if x in keep]) for t, ls in zip(texts, labels)]
@@ -140,14 +136,9 @@ def sample():
 
 
 @pytest.fixture(scope="module")
-def encoder_dir(sample, tmp_path_factory):
-    return make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", sample[0][0])
-
-
-@pytest.fixture(scope="module")
-def fitted(sample, encoder_dir):
+def fitted(sample, tiny_bert):
     (texts, labels), _ = sample
-    return xmtc.CascadeXML(encoder=str(encoder_dir), **FAST).fit(texts, labels, progress=False)
+    return xmtc.CascadeXML(encoder=str(tiny_bert), **FAST).fit(texts, labels, progress=False)
 
 
 def _p_at_1(model, texts, labels):
@@ -155,7 +146,7 @@ def _p_at_1(model, texts, labels):
     return float(np.mean([bool(p) and p[0][0] in set(l) for p, l in zip(preds, labels)]))
 
 
-def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted, encoder_dir):
+def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted, tiny_bert):
     (texts, labels), _ = sample
     net = fitted.network_
     assert net.sizes == [3, 9, 24] and net.layers == [(1,), (1,), (2,)]
@@ -163,9 +154,9 @@ def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted
     assert curve[-1] < 0.8 * curve[0], curve
     from xmtc.features.encoder import load_encoder
 
-    untrained = xmtc.CascadeXML(encoder=str(encoder_dir), **FAST)
+    untrained = xmtc.CascadeXML(encoder=str(tiny_bert), **FAST)
     untrained.__dict__.update({k: v for k, v in fitted.__dict__.items() if k.endswith("_")})
-    untrained.tokenizer_, untrained.encoder_ = load_encoder(str(encoder_dir), "cpu")
+    untrained.tokenizer_, untrained.encoder_ = load_encoder(str(tiny_bert), "cpu")
     untrained.network_ = CascadeNetwork(net.tree, net.hidden, net.layers, net.topk, net.dropouts, net.loss_weights,
                                         net.score, net.proj_dropout, seed=net.seed, pooling=net.pooling)
     # measured 0.04 vs 0.11 (12 vs 33 of the 300 training texts right at P@1)
@@ -173,23 +164,13 @@ def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted
     assert after > before, (before, after)
 
 
-def test_save_load_gives_equal_predictions(sample, fitted, tmp_path):
-    _, (test_texts, _) = sample
-    fitted.save(tmp_path / "m")
-    loaded = xmtc.load(tmp_path / "m")
-    assert type(loaded).__name__ == "CascadeXML" and loaded.network_.sizes == fitted.network_.sizes
-    a, b = fitted.predict_topk(test_texts, 5), loaded.predict_topk(test_texts, 5)
-    np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_allclose(a[1], b[1], rtol=1e-6)
-
-
-def test_cli_trains_cascadexml(sample, encoder_dir, tmp_path, capsys):
+def test_cli_trains_cascadexml(sample, tiny_bert, tmp_path, capsys):
     (texts, labels), (test_texts, test_labels) = sample
     train = tmp_path / "train.tsv"
     train.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(texts, labels)))
     test = tmp_path / "test.tsv"
     test.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test_texts[:20], test_labels[:20])))
-    args = ["--encoder", str(encoder_dir), "--max-length", "16", "--epochs", "1", "--branching", "3",
+    args = ["--encoder", str(tiny_bert), "--max-length", "16", "--epochs", "1", "--branching", "3",
             "--max-leaf-size", "3", "--topk", "2,3", "--score", "path", "--n-threads", "1", "--valid-size", "0",
             "--head-init", "random", "--ranker", "false", "-q"]
     assert main(["train", str(train), "-o", str(tmp_path / "m"), "--method", "cascadexml", *args]) == 0
@@ -223,7 +204,7 @@ def test_each_level_reads_its_own_layers(pooling):
     torch.testing.assert_close(rep[1], read[3])
 
 
-def test_centroid_start_is_what_fit_trains_from(sample, encoder_dir):
+def test_centroid_start_is_what_fit_trains_from(sample, tiny_bert):
     """head_init=centroid: with learning rates ~0 the fitted level heads equal centroid_weights of the
     pretrained encoder's per-level representations of the training texts (computed independently here)."""
     from xmtc.features.encoder import Tokenized, load_encoder
@@ -233,9 +214,9 @@ def test_centroid_start_is_what_fit_trains_from(sample, encoder_dir):
 
     (texts, labels), _ = sample
     params = {**FAST, "head_init": "centroid", "epochs": 1, "learning_rate": 1e-12, "head_learning_rate": 1e-12}
-    model = xmtc.CascadeXML(encoder=str(encoder_dir), **params).fit(texts, labels, progress=False)
+    model = xmtc.CascadeXML(encoder=str(tiny_bert), **params).fit(texts, labels, progress=False)
     net = model.network_
-    tokenizer, encoder = load_encoder(str(encoder_dir), torch.device("cpu"))
+    tokenizer, encoder = load_encoder(str(tiny_bert), torch.device("cpu"))
     rep = representations(encoder, net, Tokenized(tokenizer, texts, FAST["max_length"]))
     h = net.hidden
     assert rep.shape == (len(texts), net.n_levels * h)
@@ -249,11 +230,11 @@ def test_centroid_start_is_what_fit_trains_from(sample, encoder_dir):
         np.testing.assert_allclose(head.bias.detach().numpy(), b, rtol=1e-3, atol=1e-3 * np.abs(b).max())
 
 
-def test_the_re_ranker_reorders_the_networks_top_k_and_round_trips(sample, encoder_dir, tmp_path):
+def test_the_re_ranker_reorders_the_networks_top_k_and_round_trips(sample, tiny_bert, tmp_path):
     # ranker=true (the shell's re-ranker, ELIAS++'s second stage): labels come from the network's top
     # ranker_topk only, re-scored as l3-hinge(ranker) x network score, and the stage is saved with the model
     (texts, labels), (test_texts, _) = sample
-    model = xmtc.CascadeXML(encoder=str(encoder_dir), **{**FAST, "epochs": 2, "ranker": True, "ranker_topk": 6}
+    model = xmtc.CascadeXML(encoder=str(tiny_bert), **{**FAST, "epochs": 2, "ranker": True, "ranker_topk": 6}
                             ).fit(texts, labels, progress=False)
     reranker = model.reranker_
     assert reranker.embedding_dim == 3 * model.network_.hidden  # the three levels' representations side by side

@@ -2,8 +2,9 @@
 
 What each estimator must do, checked the same way for all of them: fit / predict shapes and types,
 save -> load gives identical predictions, parameters round-trip (object, manifest), fitting is required
-before predicting, unknown parameters are refused, the command line trains, predicts and evaluates it,
-it explains where it declares ``explain``, its scores calibrate, and the server answers one request for it.
+before predicting, unknown parameters are refused, the command line trains it (its parameters given as its
+own flags), predicts and evaluates it, it explains where it declares ``explain``, its scores calibrate, and
+the server answers one request for it (the model's labels and scores).
 Method-specific behaviour (samplers, losses, schedules) is pinned in each method's own test file.
 """
 
@@ -16,12 +17,11 @@ import numpy as np
 import pytest
 
 from xmtc.cli import main
+from xmtc.config import option_name
 from xmtc.errors import ConfigError, NotFittedError
 from xmtc.models import load
 from xmtc.models.calibration import calibrate, damp_unreadable
 from xmtc.registry import estimator_class, method_names
-
-from conftest import DATA, make_tiny_bert, read_tsv_sample
 
 # Small settings for fields a method may have; each is applied where the method's config has the field.
 # They make a fit take seconds on 200 titles; the method's own rules stay as they are.
@@ -48,24 +48,15 @@ def small_params(method: str, encoder: str) -> dict:
 
 
 @pytest.fixture(scope="module")
-def sample():
-    d = DATA / "yso-finna-en-2k-20k"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    return read_tsv_sample(d / "train.txt.gz", 240), read_tsv_sample(d / "test.txt.gz", 40)
-
-
-@pytest.fixture(scope="module")
-def encoder(sample, tmp_path_factory):
-    pytest.importorskip("torch", reason="the transformer extra is not installed")
-    return str(make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", sample[0][0], hidden=16))
+def sample(tsv_sample):
+    return tsv_sample("yso-finna-en-2k-20k", "train", 240), tsv_sample("yso-finna-en-2k-20k", "test", 40)
 
 
 @pytest.fixture(scope="module", params=method_names())
 def fitted(request, sample, tmp_path_factory):
     method = request.param
     cls = estimator_class(method)
-    enc = request.getfixturevalue("encoder") if "torch" in cls.requires else ""
+    enc = request.getfixturevalue("tiny_bert") if "torch" in cls.requires else ""
     params = small_params(method, enc)
     (texts, labels), _ = sample
     model = cls(**params).fit(texts, labels)
@@ -92,7 +83,7 @@ def test_save_load_gives_identical_predictions_and_params(fitted, sample):
     assert type(loaded) is type(model) and loaded.get_params() == model.get_params()
     a, b = model.predict_topk(test, 5), loaded.predict_topk(test, 5)
     np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_allclose(a[1], b[1], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(a[1], b[1], rtol=1e-6, atol=1e-7)
 
 
 def test_params_round_trip_and_are_validated(fitted):
@@ -152,8 +143,9 @@ def test_served_answers_one_request(fitted, sample):
     assert r.status_code == 200
     model = load(folder)
     idx, scores = model.predict_topk([test[0]], 3)
-    expected = [model.labels_.uri(j) for j, s in zip(idx[0], scores[0]) if j >= 0 and s > 0]
-    assert [x["uri"] for x in r.json()["results"]] == expected
+    expected = [(model.labels_.uri(j), s) for j, s in zip(idx[0], scores[0]) if j >= 0 and s > 0]
+    assert [x["uri"] for x in r.json()["results"]] == [u for u, _ in expected]
+    np.testing.assert_allclose([x["score"] for x in r.json()["results"]], [s for _, s in expected], rtol=1e-5)
 
 
 def test_command_line_trains_predicts_and_evaluates(fitted, sample, tmp_path, capsys):
@@ -163,11 +155,14 @@ def test_command_line_trains_predicts_and_evaluates(fitted, sample, tmp_path, ca
     train.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(texts, labels)), encoding="utf-8")
     tests = tmp_path / "test.tsv"
     tests.write_text("".join(",".join(l) + "\t" + t + "\n" for t, l in zip(test, test_labels)), encoding="utf-8")
-    (tmp_path / "params.json").write_text(json.dumps({"method": method, **params}))
+    # the method's parameters as its own flags (every field has one), the method named in a --config file too
+    (tmp_path / "params.json").write_text(json.dumps({"method": method}))
+    flags = [a for k, v in params.items() for a in (option_name(k), str(v).lower() if isinstance(v, bool) else str(v))]
     out = tmp_path / "m"
     assert main(["train", str(train), "-o", str(out), "--method", method, "--config", str(tmp_path / "params.json"),
-                 "-q"]) == 0
+                 *flags, "-q"]) == 0
     model = load(out)
+    assert all(model.get_params()[k] == v for k, v in params.items())
     assert main(["predict", str(out), str(tests), "-k", "2", "-q"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     idx, _ = model.predict_topk(test, 2)

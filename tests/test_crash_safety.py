@@ -31,8 +31,6 @@ from xmtc.errors import ModelFormatError
 from xmtc.models import swap
 from xmtc.models.storage import ModelReader, ModelWriter
 
-from conftest import DATA
-
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ["oil prices rise", "wheat and corn exports", "bank interest rates", "gold", "sugar harvest"]
 
@@ -94,8 +92,8 @@ def _temporaries(parent: Path, name: str = "M"):
 
 
 @pytest.fixture(scope="module")
-def corpora(tmp_path_factory):
-    d = DATA / "reuters21578-apte90" / "train.txt.gz"
+def corpora(shared_data, tmp_path_factory):
+    d = shared_data / "reuters21578-apte90" / "train.txt.gz"
     if not d.exists():
         pytest.skip("shared data not available")
     import gzip

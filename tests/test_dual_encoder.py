@@ -22,22 +22,12 @@ from xmtc.models.base import as_label_matrix  # noqa: E402
 from xmtc.neural.contrastive import contrastive_loss  # noqa: E402
 from xmtc.neural.negatives import cluster_batches, mine_hard_negatives, sample_negatives, text_keys  # noqa: E402
 
-from conftest import DATA, make_tiny_bert, read_tsv_sample  # noqa: E402
-
 FAST = dict(max_length=16, label_max_length=8, epochs=1, batch_size=16, n_threads=1, valid_size=0, seed=0)
 
 
 @pytest.fixture(scope="module")
-def data():
-    d = DATA / "yso-finna-en-2k-20k"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    return read_tsv_sample(d / "train.txt.gz", 160), read_tsv_sample(d / "test.txt.gz", 20)
-
-
-@pytest.fixture(scope="module")
-def encoder_dir(data, tmp_path_factory):
-    return str(make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", data[0][0], hidden=16))
+def data(tsv_sample):
+    return tsv_sample("yso-finna-en-2k-20k", "train", 160), tsv_sample("yso-finna-en-2k-20k", "test", 20)
 
 
 # -- losses ----------------------------------------------------------------------------------------------
@@ -115,32 +105,32 @@ def test_cluster_batches_group_texts_whose_labels_are_close():
 
 
 # -- the network over the tiny BERT ------------------------------------------------------------------------
-def _built(encoder_dir, texts, labels, vocab=None, **kw):
+def _built(tiny_bert, texts, labels, vocab=None, **kw):
     from xmtc.features.encoder import load_encoder
 
-    model = xmtc.DualEncoder(encoder=encoder_dir, **{**FAST, **kw})
+    model = xmtc.DualEncoder(encoder=tiny_bert, **{**FAST, **kw})
     Y, model._fit_vocab = as_label_matrix(labels, vocab, len(texts))
-    _, encoder = load_encoder(encoder_dir)
+    _, encoder = load_encoder(tiny_bert)
     return model._build_network(model.config, encoder, texts, Y, 1), Y
 
 
-def test_free_vectors_start_at_the_label_text_embeddings(data, encoder_dir):
+def test_free_vectors_start_at_the_label_text_embeddings(data, tiny_bert):
     (texts, labels), _ = data
     names = sorted({x for row in labels for x in row})
     vocab = LabelVocab(names + ["p-unused"], texts=[f"subject {n}" for n in names] + ["no document has me"])
     Y, vocab = as_label_matrix(labels, vocab, len(texts))
-    net, Y = _built(encoder_dir, texts, Y, vocab)
+    net, Y = _built(tiny_bert, texts, Y, vocab)
     e = net.text_embeddings()
     assert net.has_free[:-1].all() and not net.has_free[-1]          # the unused label has no free vector
     np.testing.assert_allclose(net.sparse_heads["free"].weight.numpy()[:-1], e[:-1], atol=1e-6)
     np.testing.assert_allclose(net.label_vectors(), e, atol=1e-6)    # v_l = normalize(e_l + e_l) = e_l
-    off, _ = _built(encoder_dir, texts, Y, vocab, free_vectors=False)
+    off, _ = _built(tiny_bert, texts, Y, vocab, free_vectors=False)
     assert "free" not in off.sparse_heads and not off.has_free.any()
 
 
-def test_a_step_scores_mined_negatives_and_runs_under_bf16_autocast(data, encoder_dir):
+def test_a_step_scores_mined_negatives_and_runs_under_bf16_autocast(data, tiny_bert):
     (texts, labels), _ = data
-    net, Y = _built(encoder_dir, texts, labels, n_negatives=2, negatives="mined")
+    net, Y = _built(tiny_bert, texts, labels, n_negatives=2, negatives="mined")
     net.mined = np.tile(np.arange(5, 10), (len(texts), 1))
     net.on_batch(np.arange(4))
     pool = net.pool(Y[:4])
@@ -149,7 +139,7 @@ def test_a_step_scores_mined_negatives_and_runs_under_bf16_autocast(data, encode
     from xmtc.features.encoder import Tokenized
     from xmtc.models.dual_encoder import _tokenizer
 
-    batch = Tokenized(_tokenizer(encoder_dir), texts[:4], 16).batch(np.arange(4), "cpu")
+    batch = Tokenized(_tokenizer(tiny_bert), texts[:4], 16).batch(np.arange(4), "cpu")
     seen = []  # the dtypes the encoder's matrix products ran in (texts and label texts alike)
     hooks = [m.register_forward_hook(lambda m, i, o: seen.append(o.dtype)) for m in tok_encoder.modules()
              if isinstance(m, torch.nn.Linear)]
@@ -169,12 +159,12 @@ def test_a_step_scores_mined_negatives_and_runs_under_bf16_autocast(data, encode
 
 
 # -- open label sets ---------------------------------------------------------------------------------------
-def test_labels_without_documents_and_labels_added_later_are_found_from_their_text(data, encoder_dir, tmp_path):
+def test_labels_without_documents_and_labels_added_later_are_found_from_their_text(data, tiny_bert, tmp_path):
     (texts, labels), _ = data
     names = sorted({x for row in labels for x in row})
     vocab = LabelVocab(names + ["p-lonely"], texts=names + ["lighthouses of the baltic coast"])
     Y, _ = as_label_matrix(labels, LabelVocab(names), len(texts))    # Y has no column for p-lonely
-    model = xmtc.DualEncoder(encoder=encoder_dir, **FAST).fit(texts, Y, labels=vocab, progress=False)
+    model = xmtc.DualEncoder(encoder=tiny_bert, **FAST).fit(texts, Y, labels=vocab, progress=False)
     assert model.labels_.names[-1] == "p-lonely" and model.label_counts_[-1] == 0
     assert model.predict(["lighthouses of the baltic coast"], 1)[0][0][0] == "p-lonely"
     from xmtc.models.open_labels import add_labels
@@ -189,9 +179,9 @@ def test_labels_without_documents_and_labels_added_later_are_found_from_their_te
 
 
 # -- the shared loop's hooks: cluster batches, re-mining, bf16, resume ----------------------------------------
-def test_cluster_batching_and_bf16_training_run_through_the_loop(data, encoder_dir):
+def test_cluster_batching_and_bf16_training_run_through_the_loop(data, tiny_bert):
     (texts, labels), (test, _) = data
-    model = xmtc.DualEncoder(encoder=encoder_dir, **{**FAST, "epochs": 2, "batching": "cluster", "negatives": "mined",
+    model = xmtc.DualEncoder(encoder=tiny_bert, **{**FAST, "epochs": 2, "batching": "cluster", "negatives": "mined",
                                                      "precision": "bf16", "towers": "two"})
     model.fit(texts, labels, progress=False)
     assert model.network_.mined is not None and model.network_.mined.shape == (len(texts), model.mine_topk)
@@ -199,12 +189,12 @@ def test_cluster_batching_and_bf16_training_run_through_the_loop(data, encoder_d
     assert idx.shape == (len(test), 3) and np.isfinite(sc).all()
 
 
-def test_a_run_killed_mid_epoch_resumes_to_the_same_model(data, encoder_dir, tmp_path, monkeypatch):
+def test_a_run_killed_mid_epoch_resumes_to_the_same_model(data, tiny_bert, tmp_path, monkeypatch):
     from xmtc.neural.checkpoint import Checkpoint
 
     (texts, labels), (test, _) = data
     params = {**FAST, "epochs": 2, "checkpoint_every": 3, "negatives": "mined"}  # + cluster batches (default)
-    whole = xmtc.DualEncoder(encoder=encoder_dir, **params).fit(texts, labels, progress=False)
+    whole = xmtc.DualEncoder(encoder=tiny_bert, **params).fit(texts, labels, progress=False)
     real_save = Checkpoint.save
     calls = {"n": 0}
 
@@ -216,10 +206,10 @@ def test_a_run_killed_mid_epoch_resumes_to_the_same_model(data, encoder_dir, tmp
 
     monkeypatch.setattr(Checkpoint, "save", dying_save)
     with pytest.raises(KeyboardInterrupt):
-        xmtc.DualEncoder(encoder=encoder_dir, **params).fit(texts, labels, progress=False,
+        xmtc.DualEncoder(encoder=tiny_bert, **params).fit(texts, labels, progress=False,
                                                             checkpoint_dir=tmp_path / "ck")
     monkeypatch.setattr(Checkpoint, "save", real_save)
-    resumed = xmtc.DualEncoder(encoder=encoder_dir, **params).fit(texts, labels, progress=False,
+    resumed = xmtc.DualEncoder(encoder=tiny_bert, **params).fit(texts, labels, progress=False,
                                                                    checkpoint_dir=tmp_path / "ck", resume=True)
     a, b = whole.predict_topk(test, 5), resumed.predict_topk(test, 5)
     np.testing.assert_array_equal(a[0], b[0])

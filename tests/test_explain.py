@@ -1,8 +1,6 @@
 """Explanations: exact path contributions, checked against hand computations and the model's own scores."""
 
-import collections
 import json
-import re
 
 import numpy as np
 import pytest
@@ -167,25 +165,9 @@ def test_cli_explain_prints_json_and_text(fitted, reuters_small, tmp_path, capsy
 
 
 # -- transformer methods: the TF-IDF half exactly, the embedding half as one term ---------------------
-def test_transformer_explanation_has_an_embedding_term(tmp_path):
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    from conftest import DATA, read_tsv_sample
-
-    d = DATA / "yso-finna-en-2k-20k"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    texts, labels = read_tsv_sample(d / "train.txt.gz", 200)
-    words = [w for w, _ in collections.Counter(w for t in texts for w in re.findall(r"\w+|[^\w\s]", t.lower()))
-             .most_common(2000)]
-    (tmp_path / "bert").mkdir()
-    (tmp_path / "bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words))
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=len(words) + 5, hidden_size=16, num_hidden_layers=1,
-                                  num_attention_heads=2, intermediate_size=32, max_position_embeddings=32)
-    transformers.BertModel(cfg).save_pretrained(str(tmp_path / "bert"))
-    transformers.BertTokenizerFast(vocab_file=str(tmp_path / "bert" / "vocab.txt")).save_pretrained(str(tmp_path / "bert"))
-    model = xmtc.XRTransformer(encoder=str(tmp_path / "bert"), max_leaf_size=20, branching=8, n_threads=2,
+def test_transformer_explanation_has_an_embedding_term(tsv_sample, tiny_bert):
+    texts, labels = tsv_sample("yso-finna-en-2k-20k", "train", 200)
+    model = xmtc.XRTransformer(encoder=tiny_bert, max_leaf_size=20, branching=8, n_threads=2,
                                max_length=8, seed=0, device="cpu").fit(texts, labels, progress=False)
     expl = model.explain(texts[:3], k=2, n_terms=10_000)
     X = model.transform(texts[:3]).toarray()

@@ -12,19 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DATA
-
 _SPEC = importlib.util.spec_from_file_location("fuzz_cli", Path(__file__).resolve().parents[1] / "scripts" / "fuzz_cli.py")
 fuzz_cli = importlib.util.module_from_spec(_SPEC)
 _SPEC.loader.exec_module(fuzz_cli)
 
 
 @pytest.mark.slow
-def test_cli_on_broken_inputs():
-    if not (DATA / "reuters21578-apte90").exists():
+def test_cli_on_broken_inputs(shared_data):
+    if not (shared_data / "reuters21578-apte90").exists():
         pytest.skip("shared data not available")
     failures: list[str] = []
-    counts = fuzz_cli.fuzz(cases=10, seed=2026, data=DATA, keep=None, timeout=240, log=failures.append)
+    counts = fuzz_cli.fuzz(cases=10, seed=2026, data=shared_data, keep=None, timeout=240, log=failures.append)
     failures = [f for f in failures if "FAIL" in f]
     assert not failures, "\n".join(failures)
     assert counts["ok"] + counts["error"] == 10 and counts["error"] > 0

@@ -72,14 +72,12 @@ def test_lightxml_heads_start_on_the_centroids():
     assert (top1(False) == label).mean() < 0.5
 
 
-def test_a_method_without_it_refuses_centroid_before_encoding(reuters_small, tmp_path):
+def test_a_method_without_it_refuses_centroid_before_encoding(reuters_small, tiny_bert):
     import xmtc
     from xmtc.errors import ConfigError
 
-    from conftest import make_tiny_bert
-
     (tr, ytr), _ = reuters_small
-    enc = make_tiny_bert(tmp_path / "tiny", tr[:200])
+    enc = tiny_bert
     with pytest.raises(ConfigError, match="head_init=centroid is not available"):
         xmtc.APLC(encoder=str(enc), head_init="centroid", epochs=1, valid_size=0).fit(tr[:200], ytr[:200],
                                                                                    progress=False)

@@ -9,10 +9,6 @@ from xmtc.errors import ConfigError, ModelFormatError, NotFittedError
 from xmtc.linear.hierarchy import HierarchicalLinearModel
 from xmtc.linear.negatives import active_mask, beam_mask, level_targets
 
-from conftest import DATA, read_tsv_sample
-
-REUTERS = DATA / "reuters21578-apte90"
-
 
 def chain_from(parents, sizes):
     out, n_par = [], 1
@@ -62,15 +58,13 @@ def test_masks_tfn_man_and_union():
 # --- a small real problem --------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def reuters():
-    if not REUTERS.exists():
-        pytest.skip("shared data not available")
+def reuters(tsv_sample):
     from sklearn.cluster import KMeans
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.preprocessing import normalize
 
-    tr, tr_lab = read_tsv_sample(REUTERS / "train.txt.gz", 3000)
-    te, te_lab = read_tsv_sample(REUTERS / "test.txt.gz", 1000)
+    tr, tr_lab = tsv_sample("reuters21578-apte90", "train", 3000)
+    te, te_lab = tsv_sample("reuters21578-apte90", "test", 1000)
     vec = TfidfVectorizer(sublinear_tf=True, min_df=2, dtype=np.float32)
     X, Xt = vec.fit_transform(tr), vec.transform(te)
     names = sorted({lab for labs in tr_lab for lab in labs})

@@ -18,8 +18,6 @@ from xmtc.models.knn import KNN, pefa_scores
 from xmtc.models.label_text import LabelText
 from xmtc.open_metrics import open_set_metrics, restrict_topk, unseen_columns
 
-from conftest import make_tiny_bert
-
 # -- label-text similarity ---------------------------------------------------------------------------
 
 
@@ -86,16 +84,9 @@ def test_label_texts_are_required_unless_told_where_else_to_look():
     assert model.predict(["trains"], k=1)[0][0][0] == "p1"
 
 
-@pytest.fixture(scope="module")
-def tiny_encoder(tmp_path_factory):
-    pytest.importorskip("torch", reason="the transformer extra is not installed")
-    texts = ["railways of finland", "mushrooms and fungi", "medieval castles", "trains", "wild mushrooms"] * 4
-    return str(make_tiny_bert(tmp_path_factory.mktemp("bert") / "tiny", texts, hidden=16))
-
-
-def test_encoder_scorer_saves_and_loads(tiny_encoder, tmp_path):
+def test_encoder_scorer_saves_and_loads(tiny_bert, tmp_path):
     vocab = LabelVocab(["p1", "p2", "p3"], texts=["railways", "mushrooms fungi", "medieval castles"])
-    model = LabelText(scorer="encoder", encoder=tiny_encoder, max_length=16).fit(
+    model = LabelText(scorer="encoder", encoder=tiny_bert, max_length=16).fit(
         ["trains"], [["p1"]], labels=vocab, progress=False)
     model.save(tmp_path / "m")
     loaded = load(tmp_path / "m")

@@ -19,7 +19,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import DATA, make_tiny_bert, read_tsv_sample
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -34,16 +33,9 @@ PROPERTY = settings(max_examples=50, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
-def _texts(n: int):
-    d = DATA / "reuters21578-apte90" / "train.txt.gz"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    return read_tsv_sample(d, n)
-
-
 @pytest.fixture(scope="module")
-def xr_linear(tmp_path_factory):
-    texts, labels = _texts(200)
+def xr_linear(tsv_sample, tmp_path_factory):
+    texts, labels = tsv_sample("reuters21578-apte90", "train", 200)
     folder = tmp_path_factory.mktemp("xr") / "M"
     model = XRLinear(max_leaf_size=8).fit(texts, labels)
     model.save(folder)
@@ -51,14 +43,11 @@ def xr_linear(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def lightxml(tmp_path_factory):
+def lightxml(tsv_sample, tiny_bert, tmp_path_factory):
     """A tiny LightXML (the end-to-end methods share its loader: encoder folder, network, history)."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    texts, labels = _texts(150)
+    texts, labels = tsv_sample("reuters21578-apte90", "train", 150)
     root = tmp_path_factory.mktemp("lx")
-    encoder = make_tiny_bert(root / "bert", texts, vocab_size=500, hidden=16)
-    model = xmtc.LightXML(encoder=str(encoder), n_threads=2, max_length=16, epochs=1, valid_size=0,
+    model = xmtc.LightXML(encoder=tiny_bert, n_threads=2, max_length=16, epochs=1, valid_size=0,
                           head_init="random", ranker=False, cluster_size=8, topk=4).fit(texts, labels,
                                                                                          progress=False)
     model.save(root / "M")

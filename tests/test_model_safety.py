@@ -28,7 +28,6 @@ from xmtc.errors import ModelFormatError, XmtcError
 from xmtc.models import XRLinear
 from xmtc.models.storage import MANIFEST, array_layout
 
-from conftest import DATA, read_tsv_sample
 from test_fuzz_readers import mutated
 
 FUZZ = settings(max_examples=int(os.environ.get("XMTC_FUZZ_EXAMPLES", "30")), deadline=None,
@@ -37,11 +36,8 @@ PROBE = ["oil prices rise", "wheat and corn exports", "bank interest rates"]
 
 
 @pytest.fixture(scope="module")
-def model_folder(tmp_path_factory):
-    d = DATA / "reuters21578-apte90" / "train.txt.gz"
-    if not d.exists():
-        pytest.skip("shared data not available")
-    texts, labels = read_tsv_sample(d, 200)
+def model_folder(tsv_sample, tmp_path_factory):
+    texts, labels = tsv_sample("reuters21578-apte90", "train", 200)
     folder = tmp_path_factory.mktemp("model") / "M"
     model = XRLinear(max_leaf_size=8).fit(texts, labels)
     model.save(folder)

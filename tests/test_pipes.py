@@ -21,8 +21,6 @@ import scipy.sparse as sp
 from xmtc.data.io import Source, guess_format
 from xmtc.errors import DataFormatError
 
-from conftest import DATA
-
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -33,8 +31,8 @@ def xmtc(*args, stdin: bytes | None = None, cwd=None) -> subprocess.CompletedPro
 
 
 @pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    src = DATA / "reuters21578-apte90"
+def setup(shared_data, tmp_path_factory):
+    src = shared_data / "reuters21578-apte90"
     if not src.exists():
         pytest.skip("shared data not available")
     root = tmp_path_factory.mktemp("pipes")

@@ -171,24 +171,18 @@ def test_a_failing_level_group_task_is_named(tmp_path, ray_cluster):
 
 
 @pytest.mark.slow
-def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, ray_cluster, capsys):
+def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tiny_bert, tmp_path, ray_cluster, capsys):
     """XR-Transformer's linear matcher and rankers on [tfidf, embedding], with its default matcher-aware negatives
     (tfn+man), trained as Ray tasks level by level equal, array for array, the plain fit of the same features
     (fine-tuning itself is not repeated); and `xmtc train --ray` takes that path."""
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
     import xmtc
     from xmtc.distributed.ray_backend import linear_fit as ray_linear_fit
     from xmtc.models.xr_linear import plain_linear_fit
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from conftest import make_tiny_bert
-
     lines = (sample / "train.txt").read_text().splitlines(keepends=True)[:600]
     labels = [ln.split("\t", 1)[0].split(",") for ln in lines]
     texts = [ln.rstrip("\n").split("\t", 1)[1] for ln in lines]
-    enc = make_tiny_bert(tmp_path / "bert", texts)
-    params = dict(encoder=str(enc), matcher="linear", max_leaf_size=30, branching=4, max_length=16, epochs=1,
+    params = dict(encoder=tiny_bert, matcher="linear", max_leaf_size=30, branching=4, max_length=16, epochs=1,
                   n_threads=2)
     seen = {}
     ray_fit = ray_linear_fit("local:2", str(tmp_path / "m"))
@@ -209,7 +203,7 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tmp_path, r
     small = tmp_path / "train.txt"
     small.write_text("".join(lines))
     argv = ["train", str(small), "-o", str(tmp_path / "cli"), "--method", "xr-transformer", "--matcher", "linear",
-            "--encoder", str(enc), "--max-leaf-size", "30", "--branching", "4",
+            "--encoder", tiny_bert, "--max-leaf-size", "30", "--branching", "4",
             "--max-length", "16", "--epochs", "1", "--n-threads", "2", "-q", "--ray", "local:2", "--log-level", "INFO"]
     capsys.readouterr()
     assert cli.main(argv) == 0
