@@ -36,9 +36,9 @@ from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
 from ..features.embedder import TextEmbedder
 from ..index.ann import VectorIndex
-from .base import XMCModel, as_label_matrix, register
+from .base import XMCModel, register
 from .ensemble import csr_topk
-from .label_text import (LabelTextParams, label_vector_index, load_label_index, new_label_texts,
+from .label_text import (LabelTextParams, fit_text_inputs, label_vector_index, load_label_index, new_label_texts,
                          resolve_label_texts)
 from .storage import ModelReader, ModelWriter
 from .xr_linear import check_texts
@@ -114,15 +114,9 @@ class KNN(XMCModel):
         """Embed and index the training texts (those with labels) and the label texts of ``labels``."""
         cfg = self.config
         t0 = time.perf_counter()
-        if sp.issparse(X):
-            raise ConfigError("the knn method embeds texts; it cannot use precomputed features")
-        texts = check_texts(X)
-        Y, vocab = as_label_matrix(Y, labels, len(texts))
-        label_texts = resolve_label_texts(vocab, cfg.label_texts, self.method, texts, Y) if cfg.label_weight > 0 else None
-        self.calibration_ = None
-        self.labels_ = vocab
-        self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
-        self.n_train_ = max(1, len(texts))
+        texts, Y = fit_text_inputs(self, X, Y, labels, "knn")
+        label_texts = resolve_label_texts(self.labels_, cfg.label_texts, self.method, texts, Y) \
+            if cfg.label_weight > 0 else None
         self.embedder_ = TextEmbedder(cfg).load()
         self.label_index_ = self.text_index_ = self.train_labels_ = None
         if label_texts is not None:

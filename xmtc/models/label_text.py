@@ -103,6 +103,20 @@ def resolve_label_texts(vocab, source: str, method: str, texts: list[str] | None
     return [t or (vocab.display[j] if vocab.display else "") for j, t in enumerate(vocab.texts)]
 
 
+def fit_text_inputs(model: XMCModel, X: Any, Y: Any, labels, what: str) -> tuple[list[str], sp.csr_matrix]:
+    """The shared start of a training-free fit: texts checked, labels as a matrix, and the model's label
+    vocabulary, training counts and size set (no calibration yet); ``what`` names the method in errors."""
+    if sp.issparse(X):
+        raise ConfigError(f"the {what} method compares texts; it cannot use precomputed features")
+    texts = check_texts(X)
+    Y, vocab = as_label_matrix(Y, labels, len(texts))
+    model.calibration_ = None
+    model.labels_ = vocab
+    model.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
+    model.n_train_ = max(1, len(texts))
+    return texts, Y
+
+
 def new_label_texts(grown, first: int) -> list[str]:
     """The texts of the labels ``first..`` of a grown vocabulary: its text, else its display name or id."""
     return [grown.texts[j] if grown.texts and grown.texts[j] else grown.display_name(j)
@@ -149,15 +163,9 @@ class LabelText(XMCModel):
         the label counts."""
         cfg = self.config
         t0 = time.perf_counter()
-        if sp.issparse(X):
-            raise ConfigError("the label-text method compares texts; it cannot use precomputed features")
-        texts = check_texts(X)
-        Y, vocab = as_label_matrix(Y, labels, len(texts))
+        texts, Y = fit_text_inputs(self, X, Y, labels, "label-text")
+        vocab = self.labels_
         label_texts = resolve_label_texts(vocab, cfg.label_texts, self.method, texts, Y)
-        self.calibration_ = None
-        self.labels_ = vocab
-        self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
-        self.n_train_ = max(1, len(texts))
         self.featurizer_ = self.embedder_ = self.index_ = self.label_matrix_ = None
         if cfg.scorer == "tfidf":
             self.featurizer_ = cfg.make_featurizer()
