@@ -23,6 +23,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+sys.path.insert(0, str(HERE))
+
+import _common  # noqa: E402
 
 from xmtc import XRLinear  # noqa: E402
 from xmtc.data import formats  # noqa: E402
@@ -71,14 +74,22 @@ def main() -> None:
                **{k: round(scores[k], 2) for k in ("P@1", "P@3", "P@5")}}
         rows.append(row)
         print(json.dumps(row), flush=True)
-    print("\n| analyzer | stop words | features | P@1 | P@3 | P@5 | train s | evaluate s |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        print(f"| {r['analyzer']} | {r['stop_words'] or 'none'} | {r['n_features']:,} | {r['P@1']:.2f} | "
-              f"{r['P@3']:.2f} | {r['P@5']:.2f} | {r['train_s']:.1f} | {r['eval_s']:.1f} |")
+    print("\n" + render_table(rows))
     out = HERE / "out"
     out.mkdir(exist_ok=True)
-    (out / f"analyzers-{args.dataset}.json").write_text(json.dumps(rows, indent=1))
+    payload = {"dataset": args.dataset, "language": args.language, "machine": _common.machine_info(),
+               "configs": args.configs, "max_train": args.max_train, "rows": rows}
+    (out / f"analyzers-{args.dataset}.json").write_text(json.dumps(payload, indent=1))
+
+
+def render_table(rows: list[dict]) -> str:
+    """One row per configuration (rows as written to analyzers-DATASET.json)."""
+    lines = ["| analyzer | stop words | features | P@1 | P@3 | P@5 | train s | evaluate s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['analyzer']} | {r['stop_words'] or 'none'} | {r['n_features']:,} | {r['P@1']:.2f} | "
+                     f"{r['P@3']:.2f} | {r['P@5']:.2f} | {r['train_s']:.1f} | {r['eval_s']:.1f} |")
+    return "\n".join(lines)
 
 
 def featurize_only(args, tr_texts: list, te_texts: list) -> None:

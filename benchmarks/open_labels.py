@@ -24,6 +24,7 @@ figures are in the JSON under ``selection``. The same grid on the test set is re
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import platform
 import sys
@@ -112,7 +113,8 @@ def main(argv=None) -> int:
     vocab = vocab_for(label_file, train_labels + test_labels)
     enc = dict(encoder=args.encoder, max_length=args.max_length)
     result = {"dataset": args.dataset, "split": json.loads((split / "split.json").read_text()),
-              "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version()},
+              "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
+                          "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds")},
               "encoder": enc, "rows": {}}
 
     if not args.skip_selection:  # defaults, chosen on a validation part of the training file
@@ -162,8 +164,20 @@ def main(argv=None) -> int:
             result["test_sweep"] = knn_grid(model, model.embedder_.embed(test), Yt, mask, ks=(model.n_neighbors,))
     out = Path(args.output or ROOT / "benchmarks" / f"open-labels-{args.dataset}.json")
     out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    print("\n" + render_table(result))
     print("wrote", out)
     return 0
+
+
+def render_table(result: dict) -> str:
+    """One row per model of ``result["rows"]`` (as written to the JSON): P@k over all labels, the open-set
+    metrics against the split's unseen labels, seconds."""
+    lines = ["| model | P@1 | P@5 | R@10 unseen (among all) | P@1 zero-shot | R@10 zero-shot | train s | predict s |",
+             "|---|---|---|---|---|---|---|---|"]
+    for name, r in result["rows"].items():
+        lines.append(f"| {name} | {r['P@1']:.2f} | {r['P@5']:.2f} | {r['R@10_unseen']:.2f} | {r['P@1_zs']:.2f} | "
+                     f"{r['R@10_zs']:.2f} | {r['train_s']:.1f} | {r['predict_s']:.1f} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
