@@ -570,7 +570,7 @@ static float float_at_least(double t) {
 }
 
 /* cnt[lane] += the lane's weights that survive pruning (nonzero and |w| >= thr) over the block's u
- * features.  Branch-free, so it vectorises: this count pass was an eighth of a level's training time. */
+ * features.  Branch-free, so that it vectorises. */
 XMTC_HOT static void count_kept(const float *w, const int32_t *loc, int64_t u, int nl, float thr, int64_t *cnt) {
     int32_t c[LANES] = {0};
     for (int64_t k = 0; k < u; k++) {

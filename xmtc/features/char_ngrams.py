@@ -33,8 +33,7 @@ class CharNgramFeaturizer:
 
         vec = TfidfVectorizer(analyzer="char_wb", ngram_range=self.ngram_range, sublinear_tf=True,
                               dtype=np.float32).fit(list(texts))
-        order = np.argsort(np.fromiter(vec.vocabulary_.values(), np.int64, len(vec.vocabulary_)))
-        self.ngrams_ = [list(vec.vocabulary_)[i] for i in order]
+        self.ngrams_ = sorted(vec.vocabulary_, key=vec.vocabulary_.get)  # column order
         self.idf_ = np.asarray(vec.idf_, dtype=np.float32)
         return self._ready()
 
