@@ -1,15 +1,22 @@
 #!/usr/bin/env python3
-"""coverage@P90 of one end-to-end method with and without the ALC objective (issue 10's ALC bar).
+"""coverage@P90 of one end-to-end method with and without the ALC objective.
 
-    flock /work/wt/bench.lock python benchmarks/alc.py --variant base    # LightXML, yso-finna-en-2k-20k
-    flock /work/wt/bench.lock python benchmarks/alc.py --variant alc     # the same run with --alc true
-    python benchmarks/alc.py --table                                    # both JSONs -> one markdown table
+    python benchmarks/alc.py --method LightXML --variant base      # yso-finna-en-2k-20k, network alone
+    python benchmarks/alc.py --method LightXML --variant alc       # the same run with --alc true
+    python benchmarks/alc.py --table                               # every JSON -> one markdown table
+    python benchmarks/alc.py --method CascadeXML --probe 10        # per-loss sizes and gradient ratios
+
+``--ranker`` (default false) keeps the linear re-ranker off, so the score evaluated is the network's own
+(the one ALC trains); ``--probe N`` trains on the first N batches only, with ALC at full weight from the
+first step (no warm-up), and prints what :func:`xmtc.neural.alc.with_alc` logs per batch: the base loss,
+the raw auxiliary terms, the scale, and the norm ratio aux / base of the gradients at the text
+representation and on each row-sparse head, before and after the per-loss clip.
 
 Each variant is its own process (so each can wait for the benchmark lock on its own and the two runs do
 not share a warm cache); everything but the ALC switch is identical: data, seed, encoder, max length,
 threads, epochs, every LightXML parameter. The script trains on the train file, predicts the test file
 and scores it with the model's ``evaluate`` (P@k, coverage@P90/P95, ECE, ...); the JSON goes to
-benchmarks/out/alc-<variant>.json with the settings, train seconds, predict ms/doc, peak RSS and load.
+benchmarks/out/alc-<method>-<variant>.json with the settings, train seconds, predict ms/doc, peak RSS and load.
 """
 
 from __future__ import annotations
@@ -56,8 +63,10 @@ def run(args) -> dict:
         test_texts, Y_test = test_texts[:args.max_test], Y_test[:args.max_test]
     params = {"encoder": args.encoder, "max_length": args.max_length, "epochs": args.epochs,
               "batch_size": args.batch_size, "n_threads": args.threads, "seed": args.seed, "device": "cpu"}
+    params["ranker"] = args.ranker
     if args.variant == "alc":
-        params.update(alc=True, alc_weight=args.alc_weight, tcm_weight=args.tcm_weight, tcm_margins=args.tcm_margins)
+        params.update(alc=True, alc_scale=args.alc_scale, alc_warmup=args.alc_warmup, alc_clip=args.alc_clip,
+                      alc_weight=args.alc_weight, tcm_weight=args.tcm_weight, tcm_margins=args.tcm_margins)
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     model = getattr(xmtc, args.method)(**params).fit(texts, Y, labels=train.labels, progress=not args.quiet)
@@ -75,16 +84,48 @@ def run(args) -> dict:
             "numpy": np.__version__}
 
 
+def probe(args) -> int:
+    """Train on ``args.probe`` batches with ALC at full weight; print each batch's ALC parts and their means."""
+    import numpy as np
+
+    import xmtc
+    from xmtc.data.dataset import read_dataset
+    from xmtc.neural import alc as A
+
+    train = read_dataset(Path(args.data) / "train.txt.gz")
+    n = args.probe * args.batch_size
+    seen = []
+    plain = A.with_alc
+
+    def spy(network, rep, Y, out):
+        res = plain(network, rep, Y, out)
+        seen.append(dict(res.parts))
+        return res
+
+    A.with_alc = spy
+    try:
+        params = {"encoder": args.encoder, "max_length": args.max_length, "epochs": 1, "batch_size": args.batch_size,
+                  "n_threads": args.threads, "seed": args.seed, "device": "cpu", "valid_size": 0, "ranker": False,
+                  "alc": True, "alc_scale": args.alc_scale, "alc_warmup": 0.0, "alc_clip": args.alc_clip,
+                  "alc_weight": args.alc_weight, "tcm_weight": args.tcm_weight, "tcm_margins": args.tcm_margins}
+        getattr(xmtc, args.method)(**params).fit(list(train.texts)[:n], train.Y[:n], labels=train.labels,
+                                                 progress=False)
+    finally:
+        A.with_alc = plain
+    keys = sorted({k for p in seen for k in p})
+    for i, p in enumerate(seen):
+        print(i, " ".join(f"{k}={p[k]:.4g}" for k in keys if k in p))
+    print("mean", " ".join(f"{k}={np.mean([p[k] for p in seen if k in p]):.4g}" for k in keys))
+    return 0
+
+
 def table(out: Path) -> str:
-    rows = []
-    for v in ("base", "alc"):
-        p = out / f"alc-{v}.json"
-        if p.is_file():
-            rows.append(json.loads(p.read_text()))
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("alc-*-*.json"))]
     head = "| run | " + " | ".join(KEYS) + " | train s | predict ms/doc | peak RSS MiB | load 1-min start/end |"
     lines = [head, "|" + "---|" * (len(KEYS) + 5)]
     for r in rows:
-        name = r["method"] + (" + ALC (alc_weight {alc_weight}, tcm_weight {tcm_weight}, margins {tcm_margins})"
+        name = r["method"] + (" + ALC (scale {alc_scale}, warm-up {alc_warmup}, clip {alc_clip}, alc_weight"
+                              " {alc_weight}, tcm_weight {tcm_weight}, margins {tcm_margins})"
                               .format(**r["params"]) if r["variant"] == "alc" else "")
         lines.append(f"| {name} | " + " | ".join(f"{r['metrics'].get(k, float('nan')):.2f}" for k in KEYS)
                      + f" | {r['train_s']:.0f} | {r['predict_ms_per_doc']:.2f} | {r['peak_rss_mib']:.0f}"
@@ -104,6 +145,10 @@ def main() -> int:
     ap.add_argument("--batch-size", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--ranker", type=lambda v: v.lower() in ("1", "true", "yes"), default=False)
+    ap.add_argument("--alc-scale", type=float, default=0.3)
+    ap.add_argument("--alc-warmup", type=float, default=1.0)
+    ap.add_argument("--alc-clip", type=float, default=0.5)
     ap.add_argument("--alc-weight", type=float, default=1.0)
     ap.add_argument("--tcm-weight", type=float, default=1.0)
     ap.add_argument("--tcm-margins", default="0.9,0.5")
@@ -111,16 +156,19 @@ def main() -> int:
     ap.add_argument("--max-test", type=int, default=0)
     ap.add_argument("--out", default=str(HERE / "out"))
     ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--probe", type=int, default=0, help="Train N batches with ALC at full weight; print per-batch parts.")
     args = ap.parse_args()
     out = Path(args.out)
     if args.table:
         print(table(out))
         return 0
+    if args.probe:
+        return probe(args)
     if not args.variant:
-        ap.error("--variant or --table is required")
+        ap.error("--variant, --probe or --table is required")
     out.mkdir(parents=True, exist_ok=True)
     res = run(args)
-    (out / f"alc-{args.variant}.json").write_text(json.dumps(res, indent=1))
+    (out / f"alc-{args.method.lower()}-{args.variant}.json").write_text(json.dumps(res, indent=1))
     print(json.dumps({k: res[k] for k in ("variant", "metrics", "train_s", "predict_ms_per_doc", "peak_rss_mib",
                                            "best_epoch", "loadavg_start", "loadavg_end")}, indent=1))
     return 0

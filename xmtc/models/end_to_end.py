@@ -74,13 +74,22 @@ class EndToEndParams(TfidfParams):
     head_init: str = param("random", "How the method's heads start: random (the paper) or centroid (each row on the"
                            " standardised centroid of its training texts' representations under the pretrained"
                            " encoder; see xmtc/neural/head_init.py).", choices=("random", "centroid"))
-    alc: bool = param(False, "Train with the ALC auxiliary objective (xmtc/neural/alc.py): pair cross-entropies"
-                      " on the hardest in-batch negatives + the threshold-consistent margin loss (TCM), meant to"
-                      " let one score threshold accept more suggestions (coverage@P90).")
-    alc_weight: float = param(1.0, "With alc: beta1 = beta2, the weight of ALC's pair cross-entropies L_ql and"
-                              " L_qb (0 = TCM only).", minimum=0.0)
-    tcm_weight: float = param(1.0, "With alc: lambda+ = lambda-, the weight of the TCM loss (0 = off).", minimum=0.0)
-    tcm_margins: str = param("0.9,0.5", "With alc: TCM margins 'm+,m-' on the cosine of (text, label) vectors:"
+    alc: bool = param(False, "Train with the ALC auxiliary objective (xmtc/neural/alc.py): pair cross-entropies on"
+                      " the hardest in-batch negatives + the threshold-consistent margin loss (TCM), both on the"
+                      " method's final score, meant to let one score threshold accept more suggestions"
+                      " (coverage@P90).")
+    alc_scale: float = param(0.3, "With alc: the auxiliary term's size as a fraction of the base loss (its value is"
+                             " alc_scale x the batch's base loss; 0 = off).", minimum=0.0)
+    alc_warmup: float = param(1.0, "With alc: epochs over which the auxiliary weight ramps from 0 to alc_scale.",
+                              minimum=0.0)
+    alc_clip: float = param(0.5, "With alc: cap on the auxiliary gradient's norm, as a multiple of the base loss's"
+                            " gradient norm on the same tensors (text side, each head's rows); 0 = no cap.",
+                            minimum=0.0)
+    alc_weight: float = param(1.0, "With alc: beta, the weight of ALC's pair cross-entropies L_ql and L_qb inside"
+                              " the auxiliary term (0 = TCM only).", minimum=0.0)
+    tcm_weight: float = param(1.0, "With alc: lambda, the weight of the TCM loss inside the auxiliary term"
+                              " (0 = off).", minimum=0.0)
+    tcm_margins: str = param("0.9,0.5", "With alc: TCM margins 'm+,m-' on the method's final score in [0, 1]:"
                              " positives below m+ and negatives above m- are penalised.")
     ranker: bool = param(False, "Re-rank the network's top ranker_topk with one linear ranker per label on TF-IDF +"
                          " the network's text representation (xmtc/models/reranker.py; ELIAS++'s second stage;"
@@ -122,14 +131,14 @@ class EndToEndParams(TfidfParams):
 
 
 def parse_margins(text: str, source: str = "config") -> tuple[float, float]:
-    """``"m+,m-"`` -> (m+, m-), both cosines in [-1, 1] with m- <= m+ (else ConfigError naming ``source``)."""
+    """``"m+,m-"`` -> (m+, m-), both scores in [0, 1] with m- <= m+ (else ConfigError naming ``source``)."""
     try:
         a, b = (float(x) for x in str(text).split(","))
     except ValueError:
         raise ConfigError(f"{source}: 'tcm_margins' must be two numbers 'm+,m-' (e.g. 0.9,0.5), got {text!r}") \
             from None
-    if not (-1.0 <= b <= a <= 1.0):
-        raise ConfigError(f"{source}: 'tcm_margins' needs -1 <= m- <= m+ <= 1, got {text!r}")
+    if not (0.0 <= b <= a <= 1.0):
+        raise ConfigError(f"{source}: 'tcm_margins' needs 0 <= m- <= m+ <= 1, got {text!r}")
     return a, b
 
 
@@ -254,11 +263,15 @@ class EndToEndModel(XMCModel):
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)
         Y_train = Y[train_rows]
         network = self._build_network(cfg, encoder, [texts[i] for i in train_rows], Y_train, n_threads)
-        if cfg.alc:  # the pair head trains with the network; seeded apart so the rest of the run is unchanged
+        if cfg.alc:  # no parameters, no random draws: at alc_scale 0 the run is the plain one
             from ..neural.alc import ALC
 
-            network.attach_alc(ALC(network.alc_dim(), beta1=cfg.alc_weight, beta2=cfg.alc_weight,
-                                   tcm_weight=cfg.tcm_weight, margins=parse_margins(cfg.tcm_margins), seed=cfg.seed))
+            if type(network).alc_scores is Network.alc_scores:
+                raise ConfigError(f"{type(network).__name__} does not support the ALC objective")
+            per_epoch = -(-len(train_rows) // cfg.batch_size) // (ctx.world_size if ctx.active else 1)
+            network.attach_alc(ALC(scale=cfg.alc_scale, warmup_steps=round(cfg.alc_warmup * per_epoch),
+                                   clip=cfg.alc_clip, beta=cfg.alc_weight, tcm_weight=cfg.tcm_weight,
+                                   margins=parse_margins(cfg.tcm_margins)))
         network.to_device(device)
         ckpt = Checkpoint(checkpoint_dir, data_fingerprint(self.get_params(), texts, Y)) \
             if checkpoint_dir else None

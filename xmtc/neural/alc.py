@@ -1,142 +1,87 @@
-"""ALC: an auxiliary pair-classification objective + the threshold-consistent margin (TCM), for any end-to-end method.
+"""ALC: auxiliary objectives on the score users threshold, for LightXML and CascadeXML.
 
 Why: a user who automates indexing accepts a model's top suggestion only above one score threshold. How many
 documents that threshold lets through at a fixed precision (``coverage@P90``, :mod:`xmtc.metrics`) depends on
-whether scores of different texts and labels live on one scale. ALC (Almagro, Ortego, Jiménez 2025) adds two
-objectives to a method's own loss that pull text and label embeddings into such a shared, thresholdable scale.
+whether the scores of different texts and labels live on one scale: a confident wrong top-1 anywhere costs
+the threshold its precision everywhere. ALC (Almagro, Ortego, Jiménez 2025) adds auxiliary losses on the
+hardest in-batch negatives and a threshold-consistent margin to a method's own loss. The paper's full text
+was not reachable; this module is one reading of its abstract, written out so that it can be checked.
 
-**What we built.** The paper's full text was not reachable; this module implements one reading of its
-abstract, written out here so that it can be checked and changed:
+**The score.** For a batch of B texts, C is the batch's candidate labels (the union over the batch of what
+the method scored: its shortlists, which hold every positive) and ``p_ic`` the method's *final* score of
+label c for text i -- the number a user compares with a threshold, bias included:
 
-``L = L_base + L_xe + L_tcm`` with ``L_xe = beta1 * L_ql + beta2 * L_qb``.
+* LightXML: ``p = sigma(u_c . z_i) * sigma(g_i,cluster(c))`` (discriminator x generator);
+* CascadeXML, ``score=parent``: ``p = sigma(w_c . phi_D,i + b_c) * sigma(w_a . phi_D-1,i + b_a)`` with
+  ``a`` the parent of c (``path``: the product over every level; ``label``: the first factor alone).
 
-* ``h_q`` (B, d) is the method's text embedding, ``h_l`` (C, d) the embeddings of the batch's C *candidate
-  labels* (the method's label-head rows of the labels the batch scores: for LightXML the union over the
-  batch of its shortlists, which contains every positive), and ``positive_mask`` (B, C) marks the pairs
-  (text i, candidate c) where c is a label of i.
-* **Pair head** (:class:`PairHead`): the pair representation ``Gamma(h_q, h_l) = [h_q, h_l, |h_q - h_l|,
-  h_q * h_l]`` (4d; the sentence-pair classifier features of InferSent / Sentence-BERT) is scored by a small
-  head -- one linear layer by default, i.e. a two-class (match / no match) softmax written as its logit
-  difference -- trained with cross-entropy: a positive pair's target is "match", a negative pair's "no
-  match". The head exists only for training (predictions keep the method's own scores); its effect is
-  through the gradients it sends into ``h_q`` and ``h_l``.
-* **Hardest in-batch negative** (:func:`hardest_negative`): for text i, among a candidate set N_i of
-  labels, the label with the *highest pair-head score* ``s(h_q_i, h_l_c)`` (ties: the lowest candidate
-  index). The choice is made without gradient (an argmax has none); the chosen pair's score carries it.
-  A text whose N_i is empty, or that has no positive among the candidates, contributes nothing.
-* ``L_ql`` (:func:`ql_loss`): N_i = the batch's candidate labels that are not positives of i. For every
-  positive pair (i, p): ``CE(s_ip, match) + CE(s_i n_i, no match)`` = ``softplus(-s_ip) +
-  softplus(s_i n_i)``, averaged over the positive pairs that have a negative.
-* ``L_qb`` (:func:`qb_loss`): the same with the *batch-aware* candidate set N_i = the labels that are
-  positives of some other text j != i of the batch and not positives of i (the other texts' positives).
-* ``L_tcm`` (:func:`tcm_loss`, Zhang et al., ICLR'24, eq. 3 of "Threshold-Consistent Margin Loss for
-  Open-World Deep Metric Learning"): on the cosine ``S = cos(h_q_i, h_l_c)`` of every (text, candidate)
-  pair, ``lambda+ * mean_{positive pairs with S <= m+} (m+ - S) + lambda- * mean_{negative pairs with
-  S >= m-} (S - m-)``; each mean is over the violating pairs only and is 0 when none violates (the
-  paper's normalisation). Negative pairs here are all (text, candidate) pairs that are not positives.
+The networks compute ``log p`` (:meth:`xmtc.neural.network.Network.alc_scores`, a sum of log-sigmoids) from
+the very tensors their base loss used (LightXML's ``z`` and ``g``, CascadeXML's per-level ``phi``) and the
+label heads' rows of C.
 
-Weights: ``beta1 = beta2 = alc_weight`` and ``lambda+ = lambda- = tcm_weight`` in the estimator shell
-(:mod:`xmtc.models.end_to_end`); ``--tcm-margins m+,m-`` (default 0.9,0.5, the defaults of the TCM loss in
-pytorch-metric-learning; the paper tunes them per data set). The defaults 1 / 1 / 0.9,0.5 are the plain
-reading (``L = L_base + L_ql + L_qb + L_tcm``), not weights tuned on our data.
+**The terms.** ``A = beta * (L_ql + L_qb) + lambda * L_tcm`` with
 
-Not built: the issue allows the label text's embedding as ``h_l`` where label texts exist; here ``h_l`` is
-always the method's own label-head row (the hook :meth:`xmtc.neural.e2e.Network.alc_vectors`), so ALC
-shapes the very vectors the method scores with.
+* hardest negatives by the method's own score (without gradient; ties to the lowest candidate index):
+  ``n_i = argmax p_ic`` over ``c`` in text i's own shortlist that is not a positive (for ``L_ql``: the
+  label the method would wrongly rank first), and over the other texts' positives that are not positives
+  of i (for ``L_qb``, the batch-aware negatives);
+* ``L_ql = mean_{(i,p): p positive of i, n_i exists} [-log p_ip - log(1 - p_i,n_i)]``: the pair
+  cross-entropy of "match / no match" with the method's final score as the match probability; ``L_qb``
+  the same with the batch-aware ``n_i``;
+* ``L_tcm`` (Zhang et al., ICLR'24, eq. 3) on ``p`` over all B x C pairs:
+  ``mean_{pos, p <= m+} (m+ - p) + mean_{neg, p >= m-} (p - m-)``, each mean over the violating pairs only
+  (0 when none violates); with ``m+, m- = 0.9, 0.5`` a positive should clear 0.9 and no negative reach 0.5,
+  on the very scale the threshold is set on.
 
-Cost per step: the hardest-negative search scores all B x C pairs with the head, without gradient, in
-chunks of bounded memory; the gradient-carrying pair scores are only those of the positive pairs and their
-chosen negatives (~ 2 x positives); TCM is one (B, d) x (d, C) product. C is the batch's shortlist union,
-never the number of labels L.
+A separate pair head (a classifier on ``[h_q, h_l, |h_q - h_l|, h_q * h_l]``) is not used: the method's own
+final score already is a match probability for every (text, label) pair, and a second classifier would
+shape the embeddings towards a score nobody thresholds (and, untrained, would pick the negatives at random).
+
+**The scale cannot swamp the base loss.** With ``L`` the method's loss on the batch:
+
+    loss = L + T,   T = w(t) * rho * sg(L) / sg(A) * A,   w(t) = min(1, t / N)
+
+* relative weight: ``T``'s value is ``w(t) * rho * L`` whatever A's size (``sg`` = no gradient);
+  ``rho`` = ``alc_scale``; A's gradient direction is kept, its size follows the base loss;
+* warm-up: ``w`` ramps from 0 over the first ``N`` training batches (``alc_warmup`` epochs in the
+  estimator), so the method's own loss shapes the heads first;
+* per-loss clipping: where the auxiliary branch joins the base graph -- the text side (``z`` and ``g``, or
+  the ``phi``) and each head's rows -- the norm of T's gradient is capped at ``kappa`` (``alc_clip``) times
+  the base loss's gradient norm on the same group, ``grad_T <- grad_T * min(1, kappa |grad_L| / |grad_T|)``.
+  Both norms come from two backward passes over the heads only (the encoder is not traversed); the factors
+  are applied by a gradient-scaling identity on T's inputs, so the trainer's one backward sends the clipped
+  gradient on through the encoder. The global ``max_grad_norm`` then clips a sum whose share from T is at
+  most ``kappa / (1 + kappa)`` per group, and the row-wise lazy Adam follows the base loss on the label rows.
+  ``kappa = 0`` turns the clip off.
+
+Defaults (estimator): ``rho`` 0.3, ``N`` one epoch, ``kappa`` 0.5, ``beta = lambda = 1``, margins 0.9, 0.5;
+set to keep the auxiliary gradient below the base loss's on every group, not tuned on test data.
+
+The earlier reading of the abstract (the pair head above; TCM on the cosine of the text vector and the
+label row, which is not the thresholded score and ignores the bias; the raw sum ``L + L_ql + L_qb + L_tcm``)
+is not kept: its figures are in benchmarks/RESULTS.md, and keeping it selectable would keep a second set of
+hooks on every network for a variant measured to cost P@1.
+
+Cost per step: the B x C final scores (one (B, d) x (d, C) product per level read), two head-only backward
+passes for the clip norms; C is the batch's shortlist union, never the number of labels.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from dataclasses import replace
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-__all__ = [
-    "ALC",
-    "AlcOut",
-    "PairHead",
-    "alc_loss",
-    "batch_aware_candidates",
-    "batch_union",
-    "hardest_negative",
-    "pair_features",
-    "pair_scores",
-    "qb_loss",
-    "ql_loss",
-    "tcm_loss",
-    "with_alc",
-]
-
-# Floats of one chunk of the gradient-free hardest-negative search: ~2 MB, cache-sized (a (32, 1024, 300)
-# chunk ran 7x slower than (32, 64, 300) chunks on the 2-core machine).
-_CHUNK_FLOATS = 1 << 19
+__all__ = ["ALC", "Tap", "alc_terms", "batch_aware_candidates", "batch_union", "hardest_negative", "log1mexp",
+           "pair_ce", "relative_clip", "tcm_loss", "warmup_weight", "with_alc"]
 
 
-def pair_features(h_q, h_l):
-    """``Gamma(h_q, h_l) = [h_q, h_l, |h_q - h_l|, h_q * h_l]`` on the last axis (inputs broadcast)."""
-    h_q, h_l = torch.broadcast_tensors(h_q, h_l)
-    return torch.cat([h_q, h_l, (h_q - h_l).abs(), h_q * h_l], dim=-1)
-
-
-class PairHead(nn.Module):
-    """The small pair classifier: ``Gamma`` (4d) -> one logit (match vs no match).
-
-    ``hidden = 0`` (default): one linear layer (Sentence-BERT's classification head reduced to two
-    classes). ``hidden > 0``: Linear(4d, hidden) -> tanh -> Linear(hidden, 1).
-    """
-
-    def __init__(self, dim: int, hidden: int = 0, seed: int | None = None):
-        super().__init__()
-        self.dim, self.hidden = int(dim), int(hidden)
-        gen_state = None
-        if seed is not None:
-            gen_state = torch.random.get_rng_state()
-            torch.manual_seed(seed)
-        if self.hidden > 0:
-            self.net = nn.Sequential(nn.Linear(4 * self.dim, self.hidden), nn.Tanh(), nn.Linear(self.hidden, 1))
-        else:
-            self.net = nn.Linear(4 * self.dim, 1)
-        if gen_state is not None:
-            torch.random.set_rng_state(gen_state)
-
-    def forward(self, h_q, h_l):
-        """Logits of the pairs ``(h_q[..., :], h_l[..., :])`` (broadcast), shape = the broadcast batch shape."""
-        return self.net(pair_features(h_q, h_l)).squeeze(-1)
-
-
-def pair_scores(head: PairHead, h_q, h_l):
-    """All B x C pair logits, without gradient, in chunks of C of about ``_CHUNK_FLOATS`` floats.
-
-    For the linear head the four blocks of ``Gamma`` are scored apart: ``w1.h_q + w2.h_l + h_q.(w4*h_l)``
-    are matrix products and only ``w3.|h_q - h_l|`` needs the (B, chunk, d) difference; any other head is
-    evaluated on the materialised pair features (4x the memory per chunk).
-    """
-    B, C = h_q.shape[0], h_l.shape[0]
-    out = h_q.new_empty((B, C), dtype=torch.float32)
-    with torch.no_grad():
-        q, lab = h_q.float(), h_l.float()
-        if isinstance(head.net, nn.Linear):
-            d = head.dim
-            w = head.net.weight[0].float()
-            w1, w2, w3, w4 = w[:d], w[d:2 * d], w[2 * d:3 * d], w[3 * d:]
-            base = (q @ w1)[:, None] + (lab @ w2)[None, :] + q @ (lab * w4).t() + head.net.bias.float()
-            step = max(1, _CHUNK_FLOATS // max(B * d, 1))
-            for c0 in range(0, C, step):
-                hl = lab[c0:c0 + step]
-                out[:, c0:c0 + hl.shape[0]] = base[:, c0:c0 + hl.shape[0]] + (q[:, None, :] - hl[None]).abs() @ w3
-        else:
-            step = max(1, _CHUNK_FLOATS // max(4 * B * head.dim, 1))
-            for c0 in range(0, C, step):
-                hl = lab[c0:c0 + step]
-                out[:, c0:c0 + hl.shape[0]] = head(q[:, None, :], hl[None, :, :]).float()
-    return out
+def log1mexp(x):
+    """``log(1 - exp(x))`` for ``x <= 0``, stable at both ends (clamped just below 0)."""
+    x = x.clamp_max(-1e-7)
+    return torch.where(x > -0.6931, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
 def hardest_negative(scores, candidates):
@@ -145,6 +90,7 @@ def hardest_negative(scores, candidates):
     Returns ``(idx (B,) long, has (B,) bool)``; ``idx`` is 0 where ``has`` is False. Ties go to the lowest
     index, broken explicitly (which index ``torch.max`` returns among equal values is not documented).
     """
+    scores = scores.detach()
     masked = scores.masked_fill(~candidates, float("-inf"))
     best = masked.max(dim=1, keepdim=True).values
     hit = (masked == best) & candidates
@@ -158,148 +104,159 @@ def hardest_negative(scores, candidates):
 def batch_aware_candidates(positive_mask):
     """(B, C) True where candidate c is a positive of some other text j != i and not a positive of i."""
     pos = positive_mask.bool()
-    counts = pos.sum(dim=0, keepdim=True)                     # (1, C) texts having c
+    counts = pos.sum(dim=0, keepdim=True)
     return ((counts - pos.long()) > 0) & ~pos
 
 
-def _contrast(head, h_q, h_l, positive_mask, candidates, scores=None):
-    """Mean over positive pairs (i, p) whose text has a negative of softplus(-s_ip) + softplus(s_i n_i)."""
-    pos = positive_mask.bool()
-    if scores is None:
-        scores = pair_scores(head, h_q, h_l)
-    neg, has = hardest_negative(scores, candidates)
-    ti, ci = torch.nonzero(pos & has[:, None], as_tuple=True)
+def pair_ce(logp, positive_mask, candidates):
+    """Mean over positive pairs (i, p) whose text has a negative among ``candidates`` of
+    ``-log p_ip - log(1 - p_i,n_i)``, ``n_i`` the candidate of highest ``logp`` (the method's own score)."""
+    neg, has = hardest_negative(logp, candidates)
+    ti, ci = torch.nonzero(positive_mask.bool() & has[:, None], as_tuple=True)
     if ti.numel() == 0:
-        return (h_q.sum() + h_l.sum()) * 0.0 + sum(p.sum() for p in head.parameters()) * 0.0
-    s_pos = head(h_q[ti], h_l[ci])
-    s_neg = head(h_q[ti], h_l[neg[ti]])
-    return (F.softplus(-s_pos) + F.softplus(s_neg)).mean()
+        return logp.sum() * 0.0
+    return (-logp[ti, ci] - log1mexp(logp[ti, neg[ti]])).mean()
 
 
-def ql_loss(head: PairHead, h_q, h_l, positive_mask, candidate_mask=None, scores=None):
-    """``L_ql``: each positive pair against the text's hardest negative among the batch's candidate labels.
-
-    ``candidate_mask`` (B, C), optional: the (text, candidate) pairs that exist (default: every candidate
-    is a candidate of every text -- the batch's union).
-    """
-    cand = ~positive_mask.bool()
-    if candidate_mask is not None:
-        cand = cand & candidate_mask.bool()
-    return _contrast(head, h_q, h_l, positive_mask, cand, scores)
-
-
-def qb_loss(head: PairHead, h_q, h_l, positive_mask, scores=None):
-    """``L_qb``: each positive pair against the text's hardest negative among the other texts' positives."""
-    return _contrast(head, h_q, h_l, positive_mask, batch_aware_candidates(positive_mask), scores)
-
-
-def tcm_loss(h_q, h_l, positive_mask, m_pos: float = 0.9, m_neg: float = 0.5,
-             lambda_pos: float = 1.0, lambda_neg: float = 1.0, candidate_mask=None):
-    """Threshold-consistent margin loss (Zhang et al., ICLR'24, eq. 3) on the cosine of every (text, label) pair.
-
-    ``lambda_pos * sum_{pos, S<=m+} (m+ - S) / #{pos, S<=m+} + lambda_neg * sum_{neg, S>=m-} (S - m-) /
-    #{neg, S>=m-}``; an empty violating set contributes 0.
-    """
-    S = F.normalize(h_q.float(), dim=-1) @ F.normalize(h_l.float(), dim=-1).t()     # (B, C)
+def tcm_loss(p, positive_mask, m_pos: float = 0.9, m_neg: float = 0.5):
+    """Threshold-consistent margin (Zhang et al., ICLR'24, eq. 3) on scores ``p`` (B, C) in [0, 1]:
+    ``mean_{pos, p<=m+} (m+ - p) + mean_{neg, p>=m-} (p - m-)``; an empty violating set contributes 0."""
     pos = positive_mask.bool()
-    neg = ~pos
-    if candidate_mask is not None:
-        pos = pos & candidate_mask.bool()
-        neg = neg & candidate_mask.bool()
-    vp = pos & (S <= m_pos)
-    vn = neg & (S >= m_neg)
-    lp = ((m_pos - S) * vp).sum() / vp.sum().clamp_min(1)
-    ln = ((S - m_neg) * vn).sum() / vn.sum().clamp_min(1)
-    return lambda_pos * lp + lambda_neg * ln
+    vp = pos & (p <= m_pos)
+    vn = ~pos & (p >= m_neg)
+    lp = ((m_pos - p) * vp).sum() / vp.sum().clamp_min(1)
+    ln = ((p - m_neg) * vn).sum() / vn.sum().clamp_min(1)
+    return lp + ln
 
 
-@dataclass
-class AlcOut:
-    loss: object                                   # scalar tensor: beta1 L_ql + beta2 L_qb + L_tcm
-    parts: dict = field(default_factory=dict)      # floats: alc_ql, alc_qb, tcm
-
-
-def alc_loss(h_q, label_vectors, positive_mask, head: PairHead, beta1: float = 1.0, beta2: float = 1.0,
-             tcm_weight: float = 1.0, margins: tuple[float, float] = (0.9, 0.5), candidate_mask=None) -> AlcOut:
-    """The auxiliary term ``beta1 L_ql + beta2 L_qb + tcm_weight L_tcm`` (module docstring) for one batch.
-
-    ``h_q`` (B, d) text vectors, ``label_vectors`` (C, d) the batch's candidate labels' vectors (gradients
-    flow into both), ``positive_mask`` (B, C) bool. The pair-head scores for the negative search are
-    computed once and shared by L_ql and L_qb.
-    """
-    if h_q.ndim != 2 or label_vectors.ndim != 2 or h_q.shape[1] != label_vectors.shape[1]:
-        raise ValueError(f"ALC needs h_q (B, d) and label vectors (C, d) of one d; got {tuple(h_q.shape)}"
-                         f" and {tuple(label_vectors.shape)}")
-    if tuple(positive_mask.shape) != (h_q.shape[0], label_vectors.shape[0]):
-        raise ValueError(f"positive_mask {tuple(positive_mask.shape)} is not (B, C) ="
-                         f" {(h_q.shape[0], label_vectors.shape[0])}")
-    h_q = h_q.float()
-    h_l = label_vectors.float()
-    total = h_q.new_zeros(())
-    parts = {}
-    scores = pair_scores(head, h_q, h_l) if (beta1 or beta2) else None
-    if beta1:
-        l1 = ql_loss(head, h_q, h_l, positive_mask, candidate_mask, scores)
-        total = total + beta1 * l1
-        parts["alc_ql"] = float(l1.detach())
-    if beta2:
-        l2 = qb_loss(head, h_q, h_l, positive_mask, scores)
-        total = total + beta2 * l2
-        parts["alc_qb"] = float(l2.detach())
+def alc_terms(logp, positive_mask, own_mask, beta: float = 1.0, tcm_weight: float = 1.0,
+              margins: tuple[float, float] = (0.9, 0.5)):
+    """``A = beta (L_ql + L_qb) + tcm_weight L_tcm`` on log final scores ``logp`` (B, C); ``own_mask`` (B, C)
+    marks each text's own shortlist. Returns ``(A, parts)`` (parts: floats ``alc_ql``, ``alc_qb``, ``tcm``)."""
+    logp = logp.float()
+    pos = positive_mask.bool()
+    total, parts = logp.sum() * 0.0, {}
+    if beta:
+        ql = pair_ce(logp, pos, own_mask.bool() & ~pos)
+        qb = pair_ce(logp, pos, batch_aware_candidates(pos))
+        total = total + beta * (ql + qb)
+        parts.update(alc_ql=float(ql.detach()), alc_qb=float(qb.detach()))
     if tcm_weight:
-        lt = tcm_loss(h_q, h_l, positive_mask, margins[0], margins[1], 1.0, 1.0, candidate_mask)
-        total = total + tcm_weight * lt
-        parts["tcm"] = float(lt.detach())
-    return AlcOut(loss=total, parts=parts)
+        tcm = tcm_loss(logp.exp(), pos, margins[0], margins[1])
+        total = total + tcm_weight * tcm
+        parts["tcm"] = float(tcm.detach())
+    return total, parts
+
+
+def warmup_weight(step: int, warmup_steps: int) -> float:
+    """``w(t) = min(1, t / N)`` (1 without warm-up): 0 on the first batch, full from batch N on."""
+    return 1.0 if warmup_steps <= 0 else min(1.0, step / warmup_steps)
+
+
+class _ScaleGrad(torch.autograd.Function):
+    """Identity forward; backward multiplies the gradient by ``factors[key]`` (read at backward time)."""
+
+    @staticmethod
+    def forward(ctx, x, factors, key):
+        ctx.factors, ctx.key = factors, key
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * ctx.factors.get(ctx.key, 1.0), None, None
+
+
+class Tap:
+    """Where the auxiliary branch reads a tensor of the base graph (or a head's rows), by group: records the
+    tensor and returns it through a gradient-scaling identity whose factor :func:`relative_clip` sets."""
+
+    def __init__(self):
+        self.inputs: dict[str, list] = {}
+        self.factors: dict[str, float] = {}
+
+    def __call__(self, x, group: str):
+        self.inputs.setdefault(group, []).append(x)
+        return _ScaleGrad.apply(x, self.factors, group)
+
+
+def _norm(loss, tensors) -> float:
+    grads = torch.autograd.grad(loss, tensors, retain_graph=True, allow_unused=True)
+    return math.sqrt(sum(float((g.float() ** 2).sum()) for g in grads if g is not None))
+
+
+def relative_clip(tap: Tap, aux, base, base_rows, kappa: float) -> dict:
+    """Set ``tap``'s factors so that ``aux``'s gradient on every group is at most ``kappa`` times ``base``'s.
+
+    A group's reference tensors for ``base`` are the base step's own gathered rows of that head
+    (``base_rows``: ``(name, HeadBatch)``) where it has some, else the tapped tensors themselves (shared
+    with the base graph). Every norm is taken before any factor is set. Returns ``{group: (|grad aux| /
+    |grad base|, factor)}``."""
+    norms = {}
+    for group, xs in tap.inputs.items():
+        refs = [t for name, hb in base_rows if name == group for t in (hb.w, hb.b)] or xs
+        norms[group] = (_norm(aux, xs), _norm(base, refs))
+    out = {}
+    for group, (na, nb) in norms.items():
+        ratio = na / nb if nb > 0 else (float("inf") if na > 0 else 0.0)
+        factor = 1.0 if na == 0 else min(1.0, kappa * nb / na)
+        tap.factors[group] = factor
+        out[group] = (ratio, factor)
+    return out
 
 
 class ALC(nn.Module):
-    """The pair head and the weights of the auxiliary objective; a method's Network holds one when ``--alc``."""
+    """The auxiliary objective's settings and its batch counter (a buffer, so checkpoints resume the warm-up);
+    a method's Network holds one while training with ``alc``. No trained parameters."""
 
-    def __init__(self, dim: int, beta1: float = 1.0, beta2: float = 1.0, tcm_weight: float = 1.0,
-                 margins: tuple[float, float] = (0.9, 0.5), hidden: int = 0, seed: int | None = None):
+    def __init__(self, scale: float = 0.3, warmup_steps: int = 0, clip: float = 0.5, beta: float = 1.0,
+                 tcm_weight: float = 1.0, margins: tuple[float, float] = (0.9, 0.5)):
         super().__init__()
-        self.head = PairHead(dim, hidden, seed=seed)
-        self.beta1, self.beta2, self.tcm_weight = float(beta1), float(beta2), float(tcm_weight)
+        self.scale, self.warmup_steps, self.clip = float(scale), int(warmup_steps), float(clip)
+        self.beta, self.tcm_weight = float(beta), float(tcm_weight)
         self.margins = (float(margins[0]), float(margins[1]))
-
-    def forward(self, h_q, label_vectors, positive_mask, candidate_mask=None) -> AlcOut:
-        return alc_loss(h_q, label_vectors, positive_mask, self.head, self.beta1, self.beta2, self.tcm_weight,
-                        self.margins, candidate_mask)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
 
 
 # -- wiring into the end-to-end trainer ------------------------------------------------------------
 def batch_union(candidates, Y):
-    """The batch's candidate labels as one set: ``(rows (C,) sorted label ids, first (C,) flat position
-    in candidates of each row's first occurrence, positive_mask (B, C) bool from ``Y`` (scipy, B x L))``."""
+    """The batch's candidate labels as one set: ``(rows (C,) sorted label ids, own (B, C) bool: c is in text
+    i's own candidates, positive_mask (B, C) bool from ``Y`` (scipy, B x L))``."""
     import numpy as np
 
-    ids = torch.as_tensor(np.asarray(candidates) if not isinstance(candidates, torch.Tensor) else candidates)
-    flat = ids.reshape(-1).long()
+    ids = torch.as_tensor(np.asarray(candidates) if not isinstance(candidates, torch.Tensor) else candidates).long()
+    B = ids.shape[0]
+    flat = ids.reshape(-1)
     where = torch.nonzero(flat >= 0, as_tuple=True)[0]
     rows, inv = torch.unique(flat[where], return_inverse=True)
-    first = torch.full((rows.numel(),), flat.numel(), dtype=torch.long).scatter_reduce(
-        0, inv, where, reduce="amin")
+    own = torch.zeros((B, rows.numel()), dtype=torch.bool)
+    own[where // ids.shape[1], inv] = True
     pos = torch.from_numpy(np.asarray(Y[:, rows.numpy()].todense()) > 0)
-    return rows, first, pos
+    return rows, own, pos
 
 
 def with_alc(network, rep, Y, out):
-    """``out`` (a :class:`xmtc.neural.e2e.LossOut`) plus the ALC term of ``network.alc`` on this batch.
+    """``out`` (a :class:`xmtc.neural.network.LossOut`) plus ``T`` (module docstring) on this batch.
 
-    The candidate labels are the union of ``out.candidates`` (what the method scored for the batch); their
-    vectors come from the method's hook ``network.alc_vectors`` (for LightXML the label-embedding rows,
-    gathered through its row-sparse head so only those rows receive gradient).
-    """
-    from dataclasses import replace
-
+    ``parts`` gains ``alc_w`` (the warm-up weight), and when T is on: the raw terms, ``alc`` (T's value),
+    and per group ``ratio_<group>`` (|grad T| / |grad L| before the clip) and ``clip_<group>`` (the factor)."""
     from ..errors import ConfigError
 
+    alc = network.alc
     if out.candidates is None:
         raise ConfigError(f"{type(network).__name__} does not report its candidate labels; ALC needs them")
-    ids = torch.as_tensor(out.candidates).long()
-    h_q, h_l, rows = network.alc_vectors(rep, ids)
-    _label_rows, first, pos = batch_union(ids.cpu(), Y)
-    vectors = h_l.reshape(-1, h_l.shape[-1])[first.to(h_l.device)]
-    a = network.alc(h_q, vectors, pos.to(h_q.device))
-    return replace(out, loss=out.loss + a.loss, rows=list(out.rows) + list(rows), parts={**out.parts, **a.parts})
+    w = warmup_weight(int(alc.steps), alc.warmup_steps)
+    with torch.no_grad():
+        alc.steps += 1
+    if w * alc.scale == 0.0:
+        return replace(out, parts={**out.parts, "alc_w": w})
+    label_ids, own, pos = batch_union(torch.as_tensor(out.candidates).long().cpu(), Y)
+    tap = Tap()
+    logp, rows = network.alc_scores(rep, out, label_ids, tap)
+    A, parts = alc_terms(logp, pos.to(logp.device), own.to(logp.device), alc.beta, alc.tcm_weight, alc.margins)
+    a, base = float(A.detach()), float(out.loss.detach())
+    T = A * (w * alc.scale * base / a if a > 1e-12 else 0.0)
+    parts.update(alc_w=w, alc_raw=a, alc=float(T.detach()))
+    if alc.clip > 0 and a > 1e-12:
+        for group, (ratio, factor) in relative_clip(tap, T, out.loss, out.rows, alc.clip).items():
+            parts[f"ratio_{group}"], parts[f"clip_{group}"] = ratio, factor
+    return replace(out, loss=out.loss + T, rows=list(out.rows) + list(rows), parts={**out.parts, **parts})

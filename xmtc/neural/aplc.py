@@ -99,9 +99,8 @@ Deviations from the reference code, and why:
   BCE) 22.47 (23.13). 75% keeps a tail (and the cheaper layer) at most of the gain.
 * **weight initialisation**: normal(0, 0.02) for every APLC matrix, as the reference's
   ``init_weights``; seeded.
-* **ALC** (``alc_vectors``) is not offered: the head and each tail cluster score labels in spaces
-  of different sizes (d, d/2, d/4, ...), so there is no one label-embedding space to pair texts
-  with.
+* **ALC** (the ``alc_scores`` hook, :mod:`xmtc.neural.alc`) is not offered: not built for APLC's
+  head-and-tail scores; ``alc=True`` is refused in one line.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class LightXMLNetwork(Network):
         loss_clusters = torch.nn.functional.binary_cross_entropy_with_logits(g, yc)
         return LossOut(loss_labels + loss_clusters, [("labels", hb)],
                        {"labels": float(loss_labels.detach()), "clusters": float(loss_clusters.detach())},
-                       candidates=cand)
+                       candidates=cand, tensors={"z": z, "g": g})
 
     def predict(self, rep, k: int):
         g = torch.sigmoid(self.generator(rep).float())
@@ -212,15 +212,17 @@ class LightXMLNetwork(Network):
         idx = idx.masked_fill(sc < 0, -1)
         return idx, sc.clamp_min(0.0)
 
-    def alc_vectors(self, rep, label_ids):
-        """ALC: text vector ``z`` and the label-embedding rows of ``label_ids``, in the discriminator's space."""
+    def alc_scores(self, rep, out, label_ids, tap):
+        """ALC: ``log p = log sigma(u_c . z_i) + log sigma(g_i,cluster(c))`` (B, C), the log of the score
+        ``predict`` returns, from the step's own ``z`` and ``g`` and the label-embedding rows of ``label_ids``."""
+        z, g = tap(out.tensors["z"], "text"), tap(out.tensors["g"], "text")
         head = self.sparse_heads["labels"]
-        hb = head.gather(label_ids.to(head.weight.device))
-        z = self.bottleneck(rep)
-        return z, hb.w[hb.local].to(z.dtype), [("labels", hb)]
-
-    def alc_dim(self) -> int:
-        return self.hidden_dim
+        hb = head.gather(label_ids.to(head.weight.device).reshape(1, -1))
+        u = tap(hb.w, "labels")[hb.local[0]]
+        s = z.float() @ u.float().t()
+        clusters = torch.from_numpy(self.cluster_of_label).to(g.device)[label_ids.to(g.device)]
+        logp = torch.nn.functional.logsigmoid(s) + torch.nn.functional.logsigmoid(g.float()[:, clusters])
+        return logp, [("labels", hb)]
 
     def init_from_data(self, rep, Y, seed: int = 0) -> None:
         """Generator rows on the standardised centroids of their clusters' texts; the bottleneck's bias

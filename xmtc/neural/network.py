@@ -40,12 +40,14 @@ class LossOut:
     HeadBatch)`` pairs it gathered from its row-sparse heads (their gradients are collected), and
     ``parts`` the loss terms as floats (logged). ``candidates`` (optional): the (B, S) label ids the
     method scored for the batch (-1 = padding); ALC (:mod:`xmtc.neural.alc`) takes its in-batch
-    candidate labels from them."""
+    candidate labels from them. ``tensors`` (optional): named intermediate tensors of the step (LightXML's
+    ``z`` and ``g``) that ALC's :meth:`Network.alc_scores` reads instead of computing them again."""
 
     loss: Any
     rows: list = field(default_factory=list)
     parts: dict = field(default_factory=dict)
     candidates: Any = None
+    tensors: dict = field(default_factory=dict)
 
 
 class Network(torch.nn.Module):
@@ -59,7 +61,7 @@ class Network(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.sparse_heads: dict[str, RowSparseHead] = {}
-        self.alc = None  # the ALC objective's module (pair head) while training with ``alc``; see attach_alc
+        self.alc = None  # the ALC objective's settings while training with ``alc``; see attach_alc
 
     def text_representation(self, hidden_states, attention_mask):  # pragma: no cover - abstract
         raise NotImplementedError
@@ -112,21 +114,18 @@ class Network(torch.nn.Module):
     def load_training_state(self, state: dict) -> None:
         """Restore what :meth:`training_state` returned."""
 
-    def alc_vectors(self, rep, label_ids):
-        """ALC's hook: ``(h_q (B, d), h_l (B, S, d), rows)`` for candidate labels ``label_ids`` (B, S; -1 =
-        padding), in one space of size :meth:`alc_dim`; ``rows`` is the list of ``(head name, HeadBatch)``
-        the vectors were gathered from (their row gradients are collected like ``LossOut.rows``), empty when
-        they come from dense parameters. Methods without it cannot use ``alc``."""
-        raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
-
-    def alc_dim(self) -> int:
-        """The size d of the vectors :meth:`alc_vectors` returns (the pair head is built for it)."""
+    def alc_scores(self, rep, out: LossOut, label_ids, tap):
+        """ALC's hook: ``(log_p (B, C), rows)``, the log of the method's final score (the one users
+        threshold, bias included) of every text of the batch with each label of ``label_ids`` (C,), computed
+        from the tensors the base step used (``rep``, ``out.tensors``) and the label heads' rows, each read
+        through ``tap(tensor, group)`` (group ``"text"`` for the text side, the head's name for its rows);
+        ``rows`` the ``(head name, HeadBatch)`` gathered (their row gradients are collected like
+        ``LossOut.rows``). Methods without it cannot use ``alc``."""
         raise ConfigError(f"{type(self).__name__} does not support the ALC objective")
 
     def attach_alc(self, module) -> None:
-        """Train with the ALC objective (:class:`xmtc.neural.alc.ALC`), or ``None`` to drop it: its pair
-        head becomes a dense part of the network while attached (optimised, checkpointed) and is not
-        used by ``predict``."""
+        """Train with the ALC objective (:class:`xmtc.neural.alc.ALC`), or ``None`` to drop it: its batch
+        counter is part of the network's state while attached (checkpointed); ``predict`` never uses it."""
         self.alc = module
 
     def dense_arrays(self) -> dict[str, np.ndarray]:
