@@ -90,8 +90,8 @@ python3 - "$ENCODER" "$ENC32" <<'EOF' >> "$LOG" 2>&1
 import json, shutil, sys
 from pathlib import Path
 src, dst = Path(sys.argv[1]), Path(sys.argv[2])
-dtype = json.loads((src / "config.json").read_text()).get("torch_dtype") or \
-    json.loads((src / "config.json").read_text()).get("dtype")
+config = json.loads((src / "config.json").read_text())
+dtype = config.get("torch_dtype") or config.get("dtype")  # transformers 4 / 5 name it differently
 if dtype == "float16":
     import torch
     from transformers import AutoModel, AutoTokenizer

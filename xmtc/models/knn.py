@@ -107,9 +107,6 @@ class KNN(XMCModel):
     extra = "transformer"
     native_label_texts = True
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "KNN":
         """Embed and index the training texts (those with labels) and the label texts of ``labels``."""
         cfg = self.config

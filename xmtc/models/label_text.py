@@ -154,9 +154,6 @@ class LabelText(XMCModel):
     cheap_refit = True
     native_label_texts = True
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-
     def fit(self, X: Any, Y: Any, *, labels=None, progress: bool = True) -> "LabelText":
         """Index the label texts of ``labels`` (a :class:`~xmtc.data.labels.LabelVocab`); ``X`` (texts)
         and ``Y`` (their label lists or a sparse 0/1 matrix) give the TF-IDF's document frequencies and

@@ -205,9 +205,6 @@ class XRLinear(XMCModel):
     config_class = XRLinearConfig
     can_learn = True
 
-    def __init__(self, **params: Any):
-        super().__init__(**params)
-
     # -- training -----------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, tree: Optional[LabelTree] = None, progress: bool = True,
             linear_fit=None) -> "XRLinear":
