@@ -36,6 +36,20 @@ def reuters_small():
     return read_tsv_sample(d / "train.txt.gz", 2000), read_tsv_sample(d / "test.txt.gz", 600)
 
 
+# LightXML at test size, for its own tests and the end-to-end core's. head_init random: the tiny random BERT's
+# [CLS] barely varies between texts, so standardised centroids (LightXML's default) are degenerate on it;
+# test_lightxml.py::test_centroid_start_is_what_fit_trains_from covers that path.
+LIGHTXML_FAST = dict(n_threads=2, max_length=32, learning_rate=1e-3, head_learning_rate=5e-3, cluster_size=8, topk=4,
+                     dropout=0.1, epochs=3, valid_size=0, head_init="random", ranker=False, dense_learning_rate=0.0)
+
+
+@pytest.fixture(scope="session")
+def reuters_1200(reuters_small):
+    """The first 1,200 train / 300 test documents of ``reuters_small``: LightXML and end-to-end fits."""
+    (tr, ytr), (te, yte) = reuters_small
+    return (tr[:1200], ytr[:1200]), (te[:300], yte[:300])
+
+
 def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32, seed: int = 0,
                    dropout: float = 0.1) -> Path:
     """A random 2-layer BERT whose word-level vocabulary is the ``vocab_size`` commonest words of ``texts``

@@ -23,26 +23,17 @@ from xmtc.neural.checkpoint import Checkpoint as TrainingCheckpoint  # noqa: E40
 from xmtc.neural.e2e import EndToEndTrainer, TrainSettings, precision_at  # noqa: E402
 from xmtc.neural.lightxml import LightXMLNetwork  # noqa: E402
 
-# head_init random: the tiny random BERT's [CLS] barely varies between texts, so standardised centroids
-# (LightXML's default) are degenerate on it
-FAST = dict(n_threads=2, max_length=32, learning_rate=1e-3, head_learning_rate=5e-3, cluster_size=8, topk=4,
-            dropout=0.1, epochs=3, valid_size=0, head_init="random", ranker=False, dense_learning_rate=0.0)
-
-
-@pytest.fixture(scope="module")
-def data(reuters_small):
-    (tr, ytr), (te, yte) = reuters_small
-    return (tr[:1200], ytr[:1200]), (te[:300], yte[:300])
+from conftest import LIGHTXML_FAST as FAST  # noqa: E402
 
 
 # -- the trainer's learning rates --------------------------------------------------------------------------
 @pytest.mark.parametrize("dense_lr, ratio", [(0.0, 1.0), (1e-3, 0.1)])
-def test_dense_layers_step_at_their_own_rate(data, tiny_bert, dense_lr, ratio):
+def test_dense_layers_step_at_their_own_rate(reuters_1200, tiny_bert, dense_lr, ratio):
     # Adam's first step moves an entry by lr * g / (|g| + eps), i.e. by ~lr wherever |g| >> eps: the largest
     # move of the dense generator over the largest move of the label rows is dense rate / head rate
     from xmtc.features.encoder import Tokenized, load_encoder
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     tok, enc = load_encoder(str(tiny_bert))
     Y, _ = as_label_matrix(ytr[:64], None, 64)
     net = LightXMLNetwork(np.arange(Y.shape[1]) % 20, enc.config.hidden_size, n_layers=2, hidden_dim=8, topk=2,
@@ -58,10 +49,10 @@ def test_dense_layers_step_at_their_own_rate(data, tiny_bert, dense_lr, ratio):
 
 
 # -- the kept epoch and the validation split -----------------------------------------------------------
-def test_the_kept_epoch_is_the_best_on_the_validation_split(data, tiny_bert):
+def test_the_kept_epoch_is_the_best_on_the_validation_split(reuters_1200, tiny_bert):
     from xmtc.models.end_to_end import validation_split
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     m = xmtc.LightXML(encoder=str(tiny_bert), **{**FAST, "valid_size": 0.1, "epochs": 3}).fit(tr, ytr,
                                                                                                  progress=False)
     scores = [h["valid P@1"] for h in m.history_]
@@ -84,10 +75,10 @@ def test_validation_split_is_disjoint_seeded_and_sized():
 
 
 # -- stochastic weight averaging ----------------------------------------------------------------------
-def test_swa_keeps_the_running_mean_of_the_snapshots(data, tiny_bert):
+def test_swa_keeps_the_running_mean_of_the_snapshots(reuters_1200, tiny_bert):
     from xmtc.features.encoder import Tokenized, load_encoder
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     tok, enc = load_encoder(str(tiny_bert))
     Y, _ = as_label_matrix(ytr[:32], None, 32)
     net = LightXMLNetwork(np.arange(Y.shape[1]) % 5, enc.config.hidden_size, n_layers=1, hidden_dim=4, topk=2)
@@ -107,8 +98,8 @@ def test_swa_keeps_the_running_mean_of_the_snapshots(data, tiny_bert):
 
 
 # -- checkpoints: a killed run resumes to the same model ------------------------------------------------
-def test_a_run_killed_mid_training_and_resumed_ends_with_the_same_model(data, tiny_bert, tmp_path, monkeypatch):
-    (tr, ytr), (te, _) = data
+def test_a_run_killed_mid_training_and_resumed_ends_with_the_same_model(reuters_1200, tiny_bert, tmp_path, monkeypatch):
+    (tr, ytr), (te, _) = reuters_1200
     params = {**FAST, "epochs": 2, "checkpoint_every": 5, "valid_size": 0.1}
     whole = xmtc.LightXML(encoder=str(tiny_bert), **params).fit(tr[:400], ytr[:400], progress=False)
     real_save = TrainingCheckpoint.save
@@ -179,14 +170,14 @@ exit_process(0)  # as `xmtc train` ends under torchrun: past the teardown that D
 
 
 @pytest.mark.slow
-def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(data, tiny_bert_builder,
+def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(reuters_1200, tiny_bert_builder,
                                                                              tmp_path):
     import os
     import subprocess
     import sys
     from pathlib import Path
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     enc_dir = tiny_bert_builder(tmp_path / "nodrop", tr[:200], dropout=0.0)  # no random draws after the seed
     Y, _ = as_label_matrix(ytr[:64], None, 64)
     (tmp_path / "data.json").write_text(json.dumps({"texts": tr[:64], "Y": Y.toarray().tolist()}))

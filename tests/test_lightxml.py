@@ -24,21 +24,12 @@ from xmtc.neural.e2e import EndToEndTrainer, TrainSettings  # noqa: E402
 from xmtc.neural.lightxml import (LightXMLNetwork, candidate_labels, cluster_members,  # noqa: E402
                                   sample_clusters)
 
-# head_init random: the tiny random BERT's [CLS] barely varies between texts, so standardised centroids
-# (the default) are degenerate on it; test_centroid_start_is_what_fit_trains_from covers that path.
-FAST = dict(n_threads=2, max_length=32, learning_rate=1e-3, head_learning_rate=5e-3, cluster_size=8, topk=4,
-            dropout=0.1, epochs=3, valid_size=0, head_init="random", ranker=False, dense_learning_rate=0.0)
+from conftest import LIGHTXML_FAST as FAST  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def data(reuters_small):
-    (tr, ytr), (te, yte) = reuters_small
-    return (tr[:1200], ytr[:1200]), (te[:300], yte[:300])
-
-
-@pytest.fixture(scope="module")
-def fitted(data, tiny_bert):
-    return xmtc.LightXML(encoder=str(tiny_bert), **FAST).fit(*data[0], progress=False)
+def fitted(reuters_1200, tiny_bert):
+    return xmtc.LightXML(encoder=str(tiny_bert), **FAST).fit(*reuters_1200[0], progress=False)
 
 
 # -- sampling and scoring against their definitions ----------------------------------------------------
@@ -80,10 +71,10 @@ def test_prediction_is_sigmoid_label_times_sigmoid_cluster_over_the_top_clusters
         np.testing.assert_allclose(sc[i].detach().numpy()[:len(want)], [p[lab] for lab in want], rtol=1e-5)
 
 
-def test_a_step_touches_only_the_candidate_rows_of_the_label_embedding(data, tiny_bert):
+def test_a_step_touches_only_the_candidate_rows_of_the_label_embedding(reuters_1200, tiny_bert):
     from xmtc.features.encoder import Tokenized, load_encoder
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     tok, enc = load_encoder(str(tiny_bert))
     Y, vocab = as_label_matrix(ytr[:64], None, 64)
     col = np.arange(Y.shape[1]) % 20       # 27 labels in 20 clusters; one batch of 4 texts, 2 clusters each
@@ -107,8 +98,8 @@ def test_a_step_touches_only_the_candidate_rows_of_the_label_embedding(data, tin
 
 
 # -- training on real text -------------------------------------------------------------------------------
-def test_lightxml_learns_beyond_the_untrained_model(fitted, data, tiny_bert):
-    (tr, ytr), (te, yte) = data
+def test_lightxml_learns_beyond_the_untrained_model(fitted, reuters_1200, tiny_bert):
+    (tr, ytr), (te, yte) = reuters_1200
     untrained = xmtc.LightXML(encoder=str(tiny_bert), **{**FAST, "epochs": 1, "learning_rate": 1e-12,
                                                             "head_learning_rate": 1e-12}).fit(tr, ytr, progress=False)
     p, p0 = fitted.evaluate(te, yte)["P@1"], untrained.evaluate(te, yte)["P@1"]
@@ -117,14 +108,14 @@ def test_lightxml_learns_beyond_the_untrained_model(fitted, data, tiny_bert):
     assert losses[-1] < losses[0] * 0.8, losses
 
 
-def test_scores_lie_in_0_1(fitted, data):
-    _, (te, _) = data
+def test_scores_lie_in_0_1(fitted, reuters_1200):
+    _, (te, _) = reuters_1200
     idx, sc = fitted.predict_topk(te, 5)
     assert sc.min() >= 0.0 and sc.max() <= 1.0 and (np.diff(sc, axis=1) <= 1e-7).all()
 
 
-def test_ensembled_with_itself_scores_as_it_does_alone(fitted, data, tmp_path, capsys):
-    _, (te, yte) = data
+def test_ensembled_with_itself_scores_as_it_does_alone(fitted, reuters_1200, tmp_path, capsys):
+    _, (te, yte) = reuters_1200
     path = fitted.save(tmp_path / "lx")
     test = tmp_path / "test.tsv"
     test.write_text("".join(f"{','.join(y)}\t{t.replace(chr(9), ' ')}\n" for t, y in zip(te[:50], yte[:50])))
@@ -135,14 +126,14 @@ def test_ensembled_with_itself_scores_as_it_does_alone(fitted, data, tmp_path, c
     assert both["P@1"] == pytest.approx(alone["P@1"]) and both["P@5"] == pytest.approx(alone["P@5"])
 
 
-def test_centroid_start_is_what_fit_trains_from(data, tiny_bert):
+def test_centroid_start_is_what_fit_trains_from(reuters_1200, tiny_bert):
     """head_init=centroid: with the learning rates ~0 the fitted generator equals centroid_weights of the
     pretrained encoder's representations of the training texts (an independent computation)."""
     from xmtc.features.encoder import Tokenized, load_encoder
     from xmtc.neural.e2e import representations
     from xmtc.neural.head_init import centroid_weights, cluster_membership
 
-    (tr, ytr), _ = data
+    (tr, ytr), _ = reuters_1200
     params = {**FAST, "head_init": "centroid", "epochs": 1, "learning_rate": 1e-12, "head_learning_rate": 1e-12}
     model = xmtc.LightXML(encoder=str(tiny_bert), **params).fit(tr[:300], ytr[:300], progress=False)
     tokenizer, encoder = load_encoder(str(tiny_bert), torch.device("cpu"))
