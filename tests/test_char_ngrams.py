@@ -1,3 +1,7 @@
+import gzip
+import itertools
+import json
+
 import numpy as np
 import pytest
 from sklearn.feature_extraction.text import TfidfVectorizer
@@ -39,3 +43,22 @@ def test_inconsistent_arrays_are_refused():
         CharNgramFeaturizer.from_arrays(params, {**arrays, "idf": arrays["idf"][:-1]})
     with pytest.raises(ModelFormatError):
         CharNgramFeaturizer.from_arrays({**params, "format": "tfidf"}, arrays)
+
+
+def test_a_model_whose_route_featurizer_contradicts_its_manifest_names_the_file(tmp_path):
+    import xmtc
+    from xmtc.cli import main
+    from xmtc.data import sample_path
+
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        (tmp_path / "t.tsv").write_text("".join(itertools.islice(fh, 600)), encoding="utf-8")
+    model = tmp_path / "m"
+    assert main(["train", str(tmp_path / "t.tsv"), "--label-file", str(sample_path("labels")), "-o", str(model),
+                 "--n-trees", "1", "--valid-size", "0.3", "-q"]) == 0
+    manifest = json.loads((model / "manifest.json").read_text())
+    (stage,) = [st for st in manifest["stages"] if st["name"] == "label-route-featurizer"]
+    assert stage["type"] == "char-ngrams"
+    stage["params"]["n_features"] += 1
+    (model / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ModelFormatError, match=rf"^{model / stage['file']}: character n-gram featurizer"):
+        xmtc.load(model)

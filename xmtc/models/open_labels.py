@@ -84,7 +84,10 @@ def load_route(model, reader) -> None:
 
             st = reader.stage("label-route-featurizer")
             kind = CharNgramFeaturizer if st.get("type") == "char-ngrams" else TfidfFeaturizer
-            featurizer = kind.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
+            try:
+                featurizer = kind.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
+            except ModelFormatError as exc:
+                raise ModelFormatError(f"{reader.folder / st['file']}: {exc}") from None
         if featurizer is None:
             raise ModelFormatError(f"{reader.folder}: the label-text route has no featurizer to read texts with")
         st = reader.stage("label-route")
