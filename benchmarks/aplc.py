@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                                                                                    "PSP@5")}}
     # the output layer alone (the encoder's cost is the same for every mode): representations once
     from xmtc.features.encoder import autocast
-    from xmtc.neural.e2e import represent
+    from xmtc.neural.training_loop import represent
 
     tok = model._tokenize(test[0])
     reps = []

@@ -42,7 +42,7 @@ def rescore(model, texts, Y, scores) -> dict:
 
     import xmtc
     from xmtc.features.encoder import autocast
-    from xmtc.neural.e2e import represent
+    from xmtc.neural.training_loop import represent
 
     tok = model._tokenize(texts)
     net, enc = model.network_, model.encoder_

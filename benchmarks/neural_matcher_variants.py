@@ -26,10 +26,10 @@ import _data  # noqa: E402
 
 import xmtc  # noqa: E402
 from xmtc.metrics import evaluate  # noqa: E402
-from xmtc.models.rankers import ClusterRankers  # noqa: E402
-from xmtc.neural.bootstrap import refit_heads  # noqa: E402
-from xmtc.neural.finetune import label_mass, level_positives, node_of_label  # noqa: E402
-from xmtc.neural.matcher import neural_beam  # noqa: E402
+from xmtc.linear.cluster_rankers import ClusterRankers  # noqa: E402
+from xmtc.methods.xr_transformer.bootstrap import refit_heads  # noqa: E402
+from xmtc.methods.xr_transformer.finetune import label_mass, level_positives, node_of_label  # noqa: E402
+from xmtc.methods.xr_transformer.matcher import neural_beam  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("model_dir")

@@ -68,7 +68,7 @@ def knn_grid(model, E_valid, Y_valid, unseen_mask, lambdas=LAMBDAS, ks=KS) -> li
     """P@1, P@5, R@10_unseen of the PEFA mix on given embeddings, over the (lam, K) grid."""
     from xmtc.metrics import evaluate
     from xmtc.models.ensemble import csr_topk
-    from xmtc.models.knn import pefa_scores
+    from xmtc.methods.knn.estimator import pefa_scores
 
     rows = []
     for K in ks:

@@ -41,24 +41,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # (file, functions ("Class.method" or "function"), pytest arguments: the fast hand-made tests of the file)
 TARGETS = [
-    ("xmtc/neural/lightxml.py", ["sample_clusters", "candidate_labels", "cluster_targets", "masked_bce",
-                                 "LightXMLNetwork.training_loss"],
+    ("xmtc/methods/lightxml/network.py", ["sample_clusters", "candidate_labels", "cluster_targets", "masked_bce",
+                                          "LightXMLNetwork.training_loss"],
      ["tests/test_lightxml.py", "-k", "cluster_members or dynamic_negative or prediction_is_sigmoid"
                                       " or training_step_feeds or appended_once"]),
-    ("xmtc/neural/elias.py", ["ELIASNetwork.cluster_scores", "ELIASNetwork.edge_weights",
-                              "ELIASNetwork._refresh_parent", "ELIASNetwork.cluster_shortlist", "ELIASNetwork.paths",
-                              "_dedup_max", "ELIASNetwork.training_loss", "ELIASNetwork._top_paths"],
+    ("xmtc/methods/elias/network.py", ["ELIASNetwork.cluster_scores", "ELIASNetwork.edge_weights",
+                                       "ELIASNetwork._refresh_parent", "ELIASNetwork.cluster_shortlist",
+                                       "ELIASNetwork.paths", "_dedup_max", "ELIASNetwork.training_loss",
+                                       "ELIASNetwork._top_paths"],
      ["tests/test_elias.py", "-k", "adjacency or formulas or training_loss or parent or touches or training_beam"
                                    " or training_shortlist or approx_initialisation"]),
-    ("xmtc/neural/cascadexml.py", ["CascadeNetwork.candidates", "CascadeNetwork.training_loss"],
+    ("xmtc/methods/cascadexml/network.py", ["CascadeNetwork.candidates", "CascadeNetwork.training_loss"],
      ["tests/test_cascadexml.py", "-k", "candidates or prediction_combines or training_step_feeds"
                                         " or nearest_centroid"]),
-    ("xmtc/neural/aplc.py", ["APLCNetwork.batch_targets", "APLCNetwork.training_loss", "log1mexp"],
+    ("xmtc/methods/aplc/network.py", ["APLCNetwork.batch_targets", "APLCNetwork.training_loss", "log1mexp"],
      ["tests/test_aplc.py", "-k", "frequency_split or hand or loss_equals or only_the_tail or prior_biases"
                                   " or log1mexp or pruned or narrow_beam or training_step_scores"]),
     ("xmtc/neural/shortlist.py", ["topk_mask", "parent_mask", "build_shortlist"],
      ["tests/test_transformer.py", "-k", "shortlist_equals or bootstrap or level_trainer_step or padded_with_id"]),
-    ("xmtc/neural/bootstrap.py", ["bootstrap_linear"],
+    ("xmtc/methods/xr_transformer/bootstrap.py", ["bootstrap_linear"],
      ["tests/test_transformer.py", "-k", "bootstrap"]),
     ("xmtc/neural/losses.py", ["shortlist_loss"],
      ["tests/test_transformer.py", "-k", "shortlist_equals or level_trainer_step or padded_with_id or shortlist_loss_is"]),

@@ -105,7 +105,7 @@ def test_parse_margins_are_scores_in_0_1():
 # -- the hooks: the score ALC acts on is the one predict returns --------------------------------------------
 def tiny_lightxml():
     """6 labels in 3 clusters {0,1} {2,3} {4,5}; generator fixed to prefer cluster 0, then 1 (bias 5, 1, 0)."""
-    from xmtc.neural.lightxml import LightXMLNetwork
+    from xmtc.methods.lightxml.network import LightXMLNetwork
 
     net = LightXMLNetwork(np.array([0, 0, 1, 1, 2, 2]), hidden_size=4, n_layers=1, hidden_dim=3, dropout=0.0,
                           topk=2, seed=0)
@@ -143,7 +143,7 @@ def test_lightxml_alc_score_is_the_predicted_score_by_hand():
 
 def tiny_cascade(score):
     from xmtc.index.tree import LabelTree
-    from xmtc.neural.cascadexml import CascadeNetwork
+    from xmtc.methods.cascadexml.network import CascadeNetwork
 
     # 3 levels: 2 -> 4 -> 8 nodes, each node two children
     tree = LabelTree.from_arrays({"level_sizes": np.array([2, 4, 8]),
@@ -285,7 +285,7 @@ def test_network_without_the_hook_refuses_alc():
 def test_cli_flags_parse_and_unknown_keys_are_errors(tmp_path):
     from xmtc.cli import build_parser, main
     from xmtc.config import build_config, config_from_args
-    from xmtc.models.lightxml import LightXMLConfig
+    from xmtc.methods.lightxml.estimator import LightXMLConfig
 
     argv = ["train", "x.tsv", "-o", str(tmp_path / "m"), "--method", "lightxml", "--alc", "true",
             "--alc-scale", "0.2", "--alc-warmup", "0.5", "--alc-clip", "0.25", "--alc-weight", "0.25",
@@ -318,8 +318,8 @@ def yso_tiny(tmp_path_factory):
 
 
 def _fit(yso_tiny, method="lightxml", **kw):
-    from xmtc.models.cascadexml import CascadeXML
-    from xmtc.models.lightxml import LightXML
+    from xmtc.methods.cascadexml.estimator import CascadeXML
+    from xmtc.methods.lightxml.estimator import LightXML
 
     texts, labels, enc = yso_tiny
     common = dict(encoder=str(enc), max_length=16, epochs=1, batch_size=16, valid_size=0, n_threads=1, seed=3)
@@ -362,7 +362,7 @@ def test_alc_in_training_scale_zero_changes_nothing_and_the_first_batch_pays_exa
 
 
 def test_alc_is_refused_by_a_method_without_the_hook(yso_tiny):
-    from xmtc.models.aplc import APLC
+    from xmtc.methods.aplc.estimator import APLC
 
     texts, labels, enc = yso_tiny
     with pytest.raises(ConfigError, match="does not support the ALC"):

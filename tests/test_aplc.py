@@ -1,5 +1,5 @@
-"""APLC-XLNet (xmtc.neural.aplc, xmtc.models.aplc): the label split, the probabilities and the loss on
-hand-computed cases, exact pruned / beam prediction against scoring every label, and the estimator end to
+"""APLC-XLNet (xmtc.methods.aplc.network, xmtc.methods.aplc.estimator): the label split, the probabilities and
+the loss on hand-computed cases, exact pruned / beam prediction against scoring every label, and the estimator end to
 end on a tiny random BERT (and a tiny random XLNet) with a small real sample."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ pytest.importorskip("transformers")
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
-from xmtc.neural.aplc import APLCNetwork, default_tail_clusters, frequency_split, log1mexp  # noqa: E402
+from xmtc.methods.aplc.network import APLCNetwork, default_tail_clusters, frequency_split, log1mexp  # noqa: E402
 
 FAST = dict(max_length=16, epochs=3, batch_size=32, learning_rate=1e-3, head_learning_rate=1e-2, n_threads=1,
             seed=0, valid_size=0.1)
@@ -226,7 +226,7 @@ def test_loss_decreases_and_the_split_follows_the_training_frequencies(fitted, s
 
 
 def test_trained_model_beats_the_untrained_one(fitted, sample, tiny_bert, monkeypatch):
-    from xmtc.neural import e2e
+    from xmtc.neural import training_loop as e2e
 
     _, (texts, labels) = sample
     monkeypatch.setattr(e2e.EndToEndTrainer, "run", lambda self, *a, **k: {"history": [], "best_epoch": 0,

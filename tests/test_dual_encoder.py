@@ -137,7 +137,7 @@ def test_a_step_scores_mined_negatives_and_runs_under_bf16_autocast(data, tiny_b
     assert set(Y[:4].indices) <= set(pool.tolist()) and len(set(pool.tolist()) & set(range(5, 10))) >= 2
     tok_encoder = net.tower()
     from xmtc.features.encoder import Tokenized
-    from xmtc.models.dual_encoder import _tokenizer
+    from xmtc.methods.dual_encoder.estimator import _tokenizer
 
     batch = Tokenized(_tokenizer(tiny_bert), texts[:4], 16).batch(np.arange(4), "cpu")
     seen = []  # the dtypes the encoder's matrix products ran in (texts and label texts alike)

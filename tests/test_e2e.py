@@ -1,4 +1,4 @@
-"""The end-to-end core (xmtc.neural.e2e, xmtc.neural.network, xmtc.models.end_to_end): the trainer's
+"""The end-to-end core (xmtc.neural.training_loop, xmtc.neural.network, xmtc.models.end_to_end): the trainer's
 per-group learning rates, the kept epoch and the validation split, stochastic weight averaging, a killed
 run's checkpoint and resume, and a two-process run against one process.
 
@@ -20,8 +20,8 @@ import xmtc  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.models.base import as_label_matrix  # noqa: E402
 from xmtc.neural.checkpoint import Checkpoint as TrainingCheckpoint  # noqa: E402
-from xmtc.neural.e2e import EndToEndTrainer, TrainSettings, precision_at  # noqa: E402
-from xmtc.neural.lightxml import LightXMLNetwork  # noqa: E402
+from xmtc.neural.training_loop import EndToEndTrainer, TrainSettings, precision_at  # noqa: E402
+from xmtc.methods.lightxml.network import LightXMLNetwork  # noqa: E402
 
 from conftest import LIGHTXML_FAST as FAST  # noqa: E402
 
@@ -148,8 +148,8 @@ import numpy as np, scipy.sparse as sp, torch
 sys.path.insert(0, sys.argv[1])
 from xmtc.features.encoder import Tokenized, load_encoder
 from xmtc.neural.distributed import init_distributed
-from xmtc.neural.e2e import EndToEndTrainer, TrainSettings
-from xmtc.neural.lightxml import LightXMLNetwork
+from xmtc.neural.training_loop import EndToEndTrainer, TrainSettings
+from xmtc.methods.lightxml.network import LightXMLNetwork
 torch.set_num_threads(1)
 ctx = init_distributed()
 data = json.load(open(sys.argv[2]))

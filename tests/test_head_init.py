@@ -7,7 +7,7 @@ import scipy.sparse as sp
 torch = pytest.importorskip("torch")
 
 from xmtc.neural.head_init import centroid_weights, cluster_membership  # noqa: E402
-from xmtc.neural.lightxml import LightXMLNetwork  # noqa: E402
+from xmtc.methods.lightxml.network import LightXMLNetwork  # noqa: E402
 
 
 def test_centroid_rows_follow_the_definition():
@@ -88,7 +88,7 @@ def test_cascadexml_levels_start_on_the_centroids():
     After init_from_data the cascade ranks every text's own label first before any step; a random start
     does not. Level rows equal centroid_weights of that level's slice and the level's targets."""
     from xmtc.index.tree import LabelTree
-    from xmtc.neural.cascadexml import CascadeNetwork
+    from xmtc.methods.cascadexml.network import CascadeNetwork
 
     rng = np.random.default_rng(0)
     h = 24
@@ -129,7 +129,7 @@ def test_elias_heads_start_on_the_centroids():
     """Stage 1 of ELIAS on a 3-cluster tree of six labels: after init_from_data, W_C's and W_L's rows are
     centroid_weights of the clusters' and labels' texts, and every text's own label ranks first before any
     step (a random start does not)."""
-    from xmtc.neural.elias import ELIASNetwork, tree_adjacency
+    from xmtc.methods.elias.network import ELIASNetwork, tree_adjacency
 
     col, label, rep, Y = _six_labels_in_three_clusters()
 

@@ -14,8 +14,8 @@ from xmtc.data.labels import LabelVocab
 from xmtc.errors import ConfigError
 from xmtc.index.ann import VectorIndex
 from xmtc.models import load
-from xmtc.models.knn import KNN, pefa_scores
-from xmtc.models.label_text import LabelText
+from xmtc.methods.knn.estimator import KNN, pefa_scores
+from xmtc.methods.label_text.estimator import LabelText
 from xmtc.open_metrics import open_set_metrics, restrict_topk, unseen_columns
 
 # -- label-text similarity ---------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""LightXML (xmtc.neural.lightxml, xmtc.models.lightxml).
+"""LightXML (xmtc.methods.lightxml.network, xmtc.methods.lightxml.estimator).
 
 Hand-made cases pin the sampling and the score formula to their definitions; the suite's tiny random BERT
 (the ``tiny_bert`` fixture) on real Reuters text shows that training learns and that the centroid start is
@@ -20,9 +20,9 @@ pytest.importorskip("transformers")
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.models.base import as_label_matrix  # noqa: E402
-from xmtc.neural.e2e import EndToEndTrainer, TrainSettings  # noqa: E402
-from xmtc.neural.lightxml import (LightXMLNetwork, candidate_labels, cluster_members,  # noqa: E402
-                                  sample_clusters)
+from xmtc.neural.training_loop import EndToEndTrainer, TrainSettings  # noqa: E402
+from xmtc.index.tree import cluster_members  # noqa: E402
+from xmtc.methods.lightxml.network import LightXMLNetwork, candidate_labels, sample_clusters  # noqa: E402
 
 from conftest import LIGHTXML_FAST as FAST  # noqa: E402
 
@@ -130,7 +130,7 @@ def test_centroid_start_is_what_fit_trains_from(reuters_1200, tiny_bert):
     """head_init=centroid: with the learning rates ~0 the fitted generator equals centroid_weights of the
     pretrained encoder's representations of the training texts (an independent computation)."""
     from xmtc.features.encoder import Tokenized, load_encoder
-    from xmtc.neural.e2e import representations
+    from xmtc.neural.training_loop import representations
     from xmtc.neural.head_init import centroid_weights, cluster_membership
 
     (tr, ytr), _ = reuters_1200

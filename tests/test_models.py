@@ -70,7 +70,7 @@ def test_tree_ensemble_and_precomputed_features(reuters_small):
 
 
 def test_auto_tree_count_is_two_seeded_trees_on_a_small_label_set_and_one_otherwise(reuters_small, tmp_path):
-    from xmtc.models.xr_linear import AUTO_TREES_MAX_LABELS, resolve_n_trees
+    from xmtc.methods.xr_linear.estimator import AUTO_TREES_MAX_LABELS, resolve_n_trees
 
     (texts, labels), (test_texts, _) = reuters_small
     auto = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(texts, labels, progress=False)   # n_trees=0: auto
@@ -96,7 +96,7 @@ def test_auto_tree_count_is_two_seeded_trees_on_a_small_label_set_and_one_otherw
 
 
 def test_ensemble_trees_stop_at_ensemble_tol_and_a_single_tree_at_tol(reuters_small, monkeypatch):
-    from xmtc.models import xr_linear
+    from xmtc.methods.xr_linear import estimator as xr_linear
 
     (texts, labels), _ = reuters_small
     seen = []

@@ -177,7 +177,7 @@ def test_xr_transformer_rankers_with_ray_equal_the_plain_fit(sample, tiny_bert, 
     (fine-tuning itself is not repeated); and `xmtc train --ray` takes that path."""
     import xmtc
     from xmtc.distributed.ray_backend import linear_fit as ray_linear_fit
-    from xmtc.models.xr_linear import plain_linear_fit
+    from xmtc.methods.xr_linear.estimator import plain_linear_fit
 
     lines = (sample / "train.txt").read_text().splitlines(keepends=True)[:600]
     labels = [ln.split("\t", 1)[0].split(",") for ln in lines]

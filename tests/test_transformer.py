@@ -22,7 +22,7 @@ pytest.importorskip("transformers")
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError, ModelFormatError  # noqa: E402
-from xmtc.neural.bootstrap import bootstrap_inherit, bootstrap_linear  # noqa: E402
+from xmtc.methods.xr_transformer.bootstrap import bootstrap_inherit, bootstrap_linear  # noqa: E402
 from xmtc.neural.heads import LazyAdam, RowSparseHead, merge_row_grads  # noqa: E402
 from xmtc.neural.losses import shortlist_loss  # noqa: E402
 from xmtc.neural.shortlist import build_shortlist, children_csr  # noqa: E402
@@ -125,7 +125,7 @@ def test_linear_bootstrap_is_the_optimum_of_eq11_on_the_eq8_shortlist():
 
 
 def test_bootstrap_rules_are_explicit():
-    from xmtc.neural.bootstrap import start_head
+    from xmtc.methods.xr_transformer.bootstrap import start_head
 
     kw = dict(n_nodes=4, hidden=3, seed=0, parent_of=np.array([0, 0, 1, 1]), n_parents=2,
               prev_head=(np.ones((2, 3), np.float32), np.zeros(2, np.float32)))
@@ -185,7 +185,7 @@ def test_lazy_adam_is_adam_when_every_row_is_touched_and_leaves_other_rows_alone
 
 
 def test_neural_beam_equals_hand_computed_l3_hinge_products():
-    from xmtc.neural.matcher import neural_beam, top_k
+    from xmtc.methods.xr_transformer.matcher import neural_beam, top_k
 
     # level 0: 2 nodes; level 1: 4 nodes, parents [0, 0, 1, 1]; embedding dimension 1
     W0, b0 = np.array([[1.0], [0.5]], np.float32), np.zeros(2, np.float32)
@@ -278,7 +278,7 @@ def test_neural_matcher_explanation_equals_the_margins_computed_by_hand(fitted, 
 
 def _neural_parts(model, texts):
     """Hand-made pieces of a neural-matcher prediction: beam (ids, scores), label parents, l3-hinge ranker scores."""
-    from xmtc.neural.matcher import neural_beam
+    from xmtc.methods.xr_transformer.matcher import neural_beam
 
     emb = model.encode(texts)
     heads = [model.heads_[t] for t in model.matcher_levels_]
@@ -309,9 +309,9 @@ def test_matcher_combine_orders_the_beams_labels_as_defined(fitted, sample, comb
 
 def test_matcher_heads_are_eq11_refit_on_the_final_embeddings(fitted, sample):
     """Every matcher head equals the solver's eq. 11 optimum on the finished encoder's training embeddings."""
-    from xmtc.neural.bootstrap import bootstrap_linear
-    from xmtc.neural.finetune import level_positives
-    from xmtc.neural.matcher import head_beam_step
+    from xmtc.methods.xr_transformer.bootstrap import bootstrap_linear
+    from xmtc.methods.xr_transformer.finetune import level_positives
+    from xmtc.methods.xr_transformer.matcher import head_beam_step
 
     (texts, labels), _ = sample
     assert fitted.matcher_heads == "refit"
@@ -335,7 +335,7 @@ def test_matcher_heads_are_eq11_refit_on_the_final_embeddings(fitted, sample):
 
 def test_fine_tuning_beats_the_untrained_encoder(fitted, sample, encoder_dir, monkeypatch):
     """The same pipeline with every fine-tuning step skipped (encoder as loaded, heads as bootstrapped)."""
-    import xmtc.neural.finetune as ft
+    import xmtc.methods.xr_transformer.finetune as ft
 
     _, (texts, labels) = sample
     monkeypatch.setattr(ft.LevelTrainer, "run", lambda self, *a, **k: [])
@@ -346,7 +346,7 @@ def test_fine_tuning_beats_the_untrained_encoder(fitted, sample, encoder_dir, mo
 
 
 def test_finetune_sample_fine_tunes_on_a_subset_and_ranks_on_every_text(sample, encoder_dir, monkeypatch):
-    from xmtc.neural import finetune
+    from xmtc.methods.xr_transformer import finetune
 
     (texts, labels), (test_texts, test_labels) = sample
     embedded = []
@@ -364,7 +364,7 @@ def test_finetune_sample_fine_tunes_on_a_subset_and_ranks_on_every_text(sample, 
 @pytest.mark.slow
 def test_tree_shape_coarse_epochs_and_the_topk_positives_shortlist(sample, encoder_dir, monkeypatch):
     from xmtc.index.tree import level_splits
-    from xmtc.neural import finetune
+    from xmtc.methods.xr_transformer import finetune
 
     (texts, labels), _ = sample
     calls = []
@@ -403,7 +403,7 @@ def test_each_indexer_gives_a_different_tree_on_real_label_texts(sample, encoder
     from xmtc.data import label_matrix
     from xmtc.features.encoder import Tokenized, load_encoder
     from xmtc.index.kmeans import build_label_tree
-    from xmtc.models.xr_transformer import XTransformerConfig
+    from xmtc.methods.xr_transformer.estimator import XTransformerConfig
 
     (texts, labels), _ = sample
     Y, vocab = label_matrix(labels)
@@ -502,7 +502,7 @@ def test_missing_encoder_says_how_to_provide_one(sample, tmp_path):
 
 
 def test_a_run_killed_mid_level_and_resumed_ends_with_the_same_model(sample, encoder_dir, tmp_path, monkeypatch):
-    import xmtc.neural.finetune as ft
+    import xmtc.methods.xr_transformer.finetune as ft
 
     (texts, labels), (test_texts, _) = sample
     texts, labels = texts[:400], labels[:400]
@@ -576,7 +576,7 @@ import numpy as np, scipy.sparse as sp, torch
 sys.path.insert(0, sys.argv[1])
 from xmtc.features.encoder import Tokenized, load_encoder
 from xmtc.neural.distributed import init_distributed
-from xmtc.neural.finetune import FinetuneSettings, LevelTrainer, label_mass
+from xmtc.methods.xr_transformer.finetune import FinetuneSettings, LevelTrainer, label_mass
 from xmtc.neural.heads import RowSparseHead, random_head
 from xmtc.neural.shortlist import children_csr
 torch.set_num_threads(1)
@@ -638,7 +638,8 @@ def test_two_process_gloo_run_equals_one_process_with_the_same_global_batch(samp
 def test_training_loops_switch_on_deterministic_cpu_kernels_and_restore_the_setting(monkeypatch):
     """The cheap half of test_same_seed_same_model_with_two_threads (slow: two whole fits): both training loops
     run under torch's deterministic kernels on the CPU, only there, and leave the caller's setting as it was."""
-    from xmtc.neural import e2e, finetune
+    from xmtc.methods.xr_transformer import finetune
+    from xmtc.neural import training_loop as e2e
     from xmtc.neural.reproducible import deterministic_cpu_ops
 
     assert not torch.are_deterministic_algorithms_enabled()
@@ -687,7 +688,7 @@ def test_level_trainer_step_feeds_its_batchs_eq8_shortlist_and_eq6_weights_to_th
     ``W_l . phi(x) + b_l``; the lazy Adam's first step then moves exactly the shortlisted rows with a
     non-zero gradient, each entry by ``-lr sign(dL/dW)``."""
     from xmtc.features.encoder import Tokenized, embed, load_encoder
-    from xmtc.neural import finetune
+    from xmtc.methods.xr_transformer import finetune
     from xmtc.neural.distributed import DistContext
 
     texts = [f"text number {w} about {v}" for w, v in zip("abcdefgh", "ijklmnop")]

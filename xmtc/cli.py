@@ -271,7 +271,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _write_predictions(model, docs, args: argparse.Namespace) -> None:
-    """One JSON object a line, in input order (see :func:`xmtc.models.base.prediction_records`)."""
+    """One JSON object a line, in input order (see :func:`xmtc.models.records.prediction_records`)."""
     from .data.io import atomic_output
     from .models.base import apply_threshold, resolve_threshold
     from .models.records import prediction_records

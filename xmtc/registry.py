@@ -18,16 +18,16 @@ from .errors import ConfigError
 
 #: method name -> (module, estimator class)
 METHODS: dict[str, tuple[str, str]] = {
-    "xr-linear": ("xmtc.models.xr_linear", "XRLinear"),
-    "xr-transformer": ("xmtc.models.xr_transformer", "XRTransformer"),
-    "x-transformer": ("xmtc.models.xr_transformer", "XTransformer"),
-    "lightxml": ("xmtc.models.lightxml", "LightXML"),
-    "elias": ("xmtc.models.elias", "ELIAS"),
-    "aplc": ("xmtc.models.aplc", "APLC"),
-    "cascadexml": ("xmtc.models.cascadexml", "CascadeXML"),
-    "dual-encoder": ("xmtc.models.dual_encoder", "DualEncoder"),
-    "label-text": ("xmtc.models.label_text", "LabelText"),
-    "knn": ("xmtc.models.knn", "KNN"),
+    "xr-linear": ("xmtc.methods.xr_linear.estimator", "XRLinear"),
+    "xr-transformer": ("xmtc.methods.xr_transformer.estimator", "XRTransformer"),
+    "x-transformer": ("xmtc.methods.xr_transformer.estimator", "XTransformer"),
+    "lightxml": ("xmtc.methods.lightxml.estimator", "LightXML"),
+    "elias": ("xmtc.methods.elias.estimator", "ELIAS"),
+    "aplc": ("xmtc.methods.aplc.estimator", "APLC"),
+    "cascadexml": ("xmtc.methods.cascadexml.estimator", "CascadeXML"),
+    "dual-encoder": ("xmtc.methods.dual_encoder.estimator", "DualEncoder"),
+    "label-text": ("xmtc.methods.label_text.estimator", "LabelText"),
+    "knn": ("xmtc.methods.knn.estimator", "KNN"),
 }
 
 

@@ -242,7 +242,7 @@ def _short(exc: BaseException) -> str:
 
 
 def linear_fit(spec: str, output: str | os.PathLike):
-    """The ``linear_fit`` hook of :meth:`xmtc.models.xr_linear.XRLinear.fit` for ``--ray SPEC``: with
+    """The ``linear_fit`` hook of :meth:`xmtc.methods.xr_linear.estimator.XRLinear.fit` for ``--ray SPEC``: with
     ``negatives="tfn"`` the tree is cut into subtree tasks (:mod:`xmtc.linear.subtrees`); with matcher-aware
     negatives each level is cut into parent-group tasks, level after level (:mod:`xmtc.linear.levelwise`)."""
     def fit(X, Y, tree, *, negatives, beam_size, progress, **solver_kw):

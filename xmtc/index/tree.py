@@ -221,3 +221,16 @@ def tree_depth(n_labels: int, branching: int, max_leaf_size: int) -> int:
         capacity *= branching
         depth += 1
     return depth
+
+
+def cluster_members(cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
+    """(C, M) int64: the labels of each cluster in increasing order, padded with -1 (M = largest cluster)."""
+    cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
+    order = np.argsort(cluster_of_label, kind="stable")
+    sizes = np.bincount(cluster_of_label, minlength=n_clusters)
+    width = max(1, int(sizes.max()) if sizes.size else 1)
+    out = np.full((n_clusters, width), -1, dtype=np.int64)
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    pos = np.arange(order.size) - np.repeat(starts, sizes)
+    out[cluster_of_label[order], pos] = order
+    return out

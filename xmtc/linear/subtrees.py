@@ -14,7 +14,7 @@ The driver trains the ``c`` levels above the cut itself (:func:`train_top`), eac
 at their node ids, giving the same :class:`~xmtc.linear.hierarchy.HierarchicalLinearModel`, byte for
 byte once saved, as :meth:`~xmtc.linear.hierarchy.HierarchicalLinearModel.fit`. Who runs the tasks
 is the caller's business: :func:`fit_by_subtrees` takes a ``run_tasks`` function (in-process by
-default; :mod:`xmtc.distributed.ray_train` runs them as Ray tasks).
+default; :mod:`xmtc.distributed.ray_backend` runs them as Ray tasks).
 
 Matcher-aware negatives (``man``, ``tfn+man``) are not decomposable this way: which instances the
 beam sends into a subtree depends on the scores of every other subtree, so they are refused here;

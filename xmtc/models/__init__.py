@@ -1,8 +1,14 @@
-"""End-to-end estimators users call (fit / predict / save / load).
+"""The model shell every method shares, and the estimators by name.
 
-Which estimators exist is :mod:`xmtc.registry`'s table; this package exports each estimator and its
-config class by name (``from xmtc.models import XRLinear``), importing a method's module only when
-its name is first used.
+The methods themselves live in :mod:`xmtc.methods`, one folder each. Here is what they share: the base
+class and its capabilities (:mod:`.base`), model folders (:mod:`.storage`, :mod:`.array_files`, the
+crash-safe swap :mod:`.swap`), calibrated scores (:mod:`.calibration`, :mod:`.calibrated_fit`),
+explanations (:mod:`.explain`), ensembles (:mod:`.ensemble`), learning after training
+(:mod:`.learning`), the label-text route for labels without documents (:mod:`.label_route`,
+:mod:`.open_labels`), the end-to-end estimator shell (:mod:`.end_to_end`) and its re-ranker
+(:mod:`.reranker`). Which estimators exist is :mod:`xmtc.registry`'s table; this package exports each
+estimator and its config class by name (``from xmtc.models import XRLinear``), importing a method's
+module only when its name is first used.
 """
 
 from ..registry import estimator_class, exported_names, method_names, resolve_export

@@ -403,3 +403,14 @@ class XMCModel:
 
     def _load_stages(self, reader: ModelReader) -> None:
         raise NotImplementedError
+
+
+def check_texts(X: Any) -> list[str]:
+    """``X`` as a list of texts; a one-line DataFormatError naming the first item that is not a string."""
+    if isinstance(X, str):
+        raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
+    texts = list(X)
+    for i, t in enumerate(texts):
+        if not isinstance(t, str):
+            raise DataFormatError(None, i + 1, f"text must be a string, got {type(t).__name__}")
+    return texts

@@ -1,10 +1,10 @@
 """The estimator shell every end-to-end neural method shares: fit, predict, save and load.
 
 A method (LightXML, ELIAS, APLC-XLNet, CascadeXML) is a config dataclass (a subclass of
-:class:`EndToEndParams`) and a :class:`~xmtc.neural.e2e.Network` subclass; its estimator subclasses
+:class:`EndToEndParams`) and a :class:`~xmtc.neural.training_loop.Network` subclass; its estimator subclasses
 :class:`EndToEndModel` and says only how its network is built from the training data
 (``_build_network``) and which class rebuilds it from a model folder (``_network_class``). The
-encoder, tokenization, validation split, training loop (:mod:`xmtc.neural.e2e`), checkpoints,
+encoder, tokenization, validation split, training loop (:mod:`xmtc.neural.training_loop`), checkpoints,
 prediction and the model folder are the same for all of them.
 
 The validation split (``valid_size``) is cut from the training texts under the seed before anything
@@ -29,7 +29,9 @@ from ..config import param
 from ..errors import ConfigError, DataFormatError, ModelFormatError
 from .base import XMCModel, as_label_matrix
 from .storage import ModelReader, ModelWriter
-from .xr_linear import TfidfParams, check_texts, resolve_threads
+from ..features.params import TfidfParams
+from ..native import resolve_threads
+from .base import check_texts
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +120,7 @@ class EndToEndParams(TfidfParams):
         return TfidfParams(**{f.name: getattr(self, f.name) for f in fields(TfidfParams)})
 
     def train_settings(self):
-        from ..neural.e2e import TrainSettings
+        from ..neural.training_loop import TrainSettings
 
         return TrainSettings(
             epochs=self.epochs, batch_size=self.batch_size, learning_rate=self.learning_rate,
@@ -215,7 +217,7 @@ class EndToEndModel(XMCModel):
 
     def _fit_reranker(self, X: Any, Y: Any, labels, progress: bool) -> None:
         from ..features.encoder import Tokenized
-        from ..neural.e2e import predict_topk
+        from ..neural.training_loop import predict_topk
         from .reranker import SparseReranker
 
         cfg = self.config
@@ -240,7 +242,7 @@ class EndToEndModel(XMCModel):
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import device_for, init_distributed
-        from ..neural.e2e import EndToEndTrainer, representations
+        from ..neural.training_loop import EndToEndTrainer, representations
         from ..neural.network import Network
         from ..neural.checkpoint import Checkpoint
 
@@ -315,7 +317,7 @@ class EndToEndModel(XMCModel):
         return Tokenized(self.tokenizer_, check_texts(X), self.max_length)
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        from ..neural.e2e import predict_topk
+        from ..neural.training_loop import predict_topk
 
         self._check_fitted()
         tokenized = self._tokenize(X)

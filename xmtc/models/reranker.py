@@ -12,7 +12,7 @@ configuration as a whole.
 * features: ``[tfidf, w * normalize(rep)]`` (:func:`~xmtc.features.concat.concat_features`),
   ``rep`` the network's text representation of the trained model (eval mode), ``w`` the
   ``embedding_weight``; the TF-IDF vocabulary is fitted on the training texts;
-* classifiers: one per label (:class:`~xmtc.models.rankers.ClusterRankers` on a two-level "tree" in
+* classifiers: one per label (:class:`~xmtc.linear.cluster_rankers.ClusterRankers` on a two-level "tree" in
   which every label is its own cluster), trained with the papers' negatives -- a label's positives plus
   the training texts whose network top-``topk`` holds it (TFN + MAN);
 * score: ``exp(-max(0, 1 - r)^3) * network score`` (PECOS's ``l3-hinge`` combiner), over the network's
@@ -59,7 +59,7 @@ class SparseReranker:
             ) -> SparseReranker:
         """Fit the vocabulary on ``texts`` and one ranker per label on the network's top-k ``ids`` / ``scores``
         (padding -1) of the same texts, whose representations are ``rep``."""
-        from .rankers import ClusterRankers
+        from ..linear.cluster_rankers import ClusterRankers
         from ..features.concat import concat_features
 
         t0 = time.perf_counter()
@@ -93,7 +93,7 @@ class SparseReranker:
     def from_stages(cls, reader, embedding_weight: float) -> SparseReranker:
         """Rebuild from a model folder (the stages :meth:`stages` wrote)."""
         from ..features.tfidf import TfidfFeaturizer
-        from .rankers import ClusterRankers
+        from ..linear.cluster_rankers import ClusterRankers
 
         names = [st.get("name") for st in reader.manifest["stages"]]
         if "rankers" not in names or "featurizer" not in names:

@@ -25,7 +25,7 @@ Measured one training step (h = 384, batch 32, shortlist 200) in ``benchmarks/he
 are in benchmarks/RESULTS.md ("Row-sparse level heads").
 
 Bootstrapping of a level's head from the previous level (XR-Transformer sec. 4.2, eq. 11) lives in
-:mod:`xmtc.neural.bootstrap`; the losses in :mod:`xmtc.neural.losses`.
+:mod:`xmtc.methods.xr_transformer.bootstrap`; the losses in :mod:`xmtc.neural.losses`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What an end-to-end method supplies to the shared training loop (:mod:`xmtc.neural.e2e`): a
+"""What an end-to-end method supplies to the shared training loop (:mod:`xmtc.neural.training_loop`): a
 :class:`Network` (the method's output layers over the encoder: cluster heads, projections, label
 classifiers) and the :class:`LossOut` of its training step; with the two text representations the
 papers use, [CLS] states of the last layers concatenated (:func:`cls_concat`) and the masked mean of

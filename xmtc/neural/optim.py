@@ -1,7 +1,7 @@
 """The dense optimiser of every neural method: AdamW on the encoder (and small dense layers), fused.
 
-Every fine-tuning loop (:mod:`xmtc.neural.finetune` for XR-/X-Transformer, :mod:`xmtc.neural.e2e` for
-the end-to-end methods) updates the encoder with AdamW in two groups, matrices with weight decay and
+Every fine-tuning loop (:mod:`xmtc.methods.xr_transformer.finetune` for XR-/X-Transformer,
+:mod:`xmtc.neural.training_loop` for the end-to-end methods) updates the encoder with AdamW in two groups, matrices with weight decay and
 vectors (biases, LayerNorm) without, as BERT's recipe and the reference codes do. The row-sparse output
 heads have their own lazy Adam (:class:`xmtc.neural.heads.LazyAdam`).
 
@@ -46,3 +46,25 @@ def adamw(encoder_params: Iterable, lr: float, weight_decay: float, extra_groups
     every = [p for g in groups for p in g["params"]]
     fused = bool(every) and all(p.device.type in _FUSED_DEVICES and p.is_floating_point() for p in every)
     return torch.optim.AdamW(groups, fused=fused or None)
+
+
+def lr_schedule(step: int, total: int, warmup: int) -> float:
+    """The learning-rate factor at ``step`` of ``total``: linear warm-up over ``warmup`` steps, then linear
+    decay to 0."""
+    if warmup > 0 and step < warmup:
+        return (step + 1) / warmup
+    return max(0.0, (total - step) / max(1, total - warmup))
+
+
+def clip_gradients(grads, max_norm: float) -> float:
+    """Scale every gradient in place so that their joint L2 norm is at most ``max_norm``; returns the norm."""
+    import torch
+
+    if not grads:
+        return 0.0
+    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
+    coef = max_norm / (float(norm) + 1e-6)
+    if coef < 1.0:
+        for g in grads:
+            g.mul_(coef)
+    return float(norm)

@@ -7,8 +7,8 @@ Annif's contract (``annif/openapi/annif.yaml``, ``annif/rest.py``): the body is 
 model's label whose URI (from the label file) or id equals its ``uri``; any other subject is a new label
 named by its ``uri`` (shown as its ``label``), which is how vocabularies grow through this API.
 
-What happens: the model is read afresh from its folder, learns with :meth:`xmtc.models.xr_linear.XRLinear.learn`
-(the code of ``xmtc learn``) in a worker thread, is saved over the folder atomically, and then replaces
+What happens: the model is read afresh from its folder, learns with
+:meth:`xmtc.methods.xr_linear.estimator.XRLinear.learn` (the code of ``xmtc learn``) in a worker thread, is saved over the folder atomically, and then replaces
 the served model in one assignment. Requests already scoring keep the model object they started with and
 finish on it; later ones see the new model. Learns of one project run one at a time (a lock), so none
 is lost. ``--workers N`` is refused with ``--allow-learn``: the other worker processes would keep

@@ -2,7 +2,7 @@
 
 The output layer (adaptive probabilistic label clusters: frequency-sorted labels cut into a head and
 tail clusters, node x conditional label probabilities, the reference's normalised BCE) is
-:mod:`xmtc.neural.aplc`; the training loop, validation-based epoch selection, checkpoints and the
+:mod:`xmtc.methods.aplc.network`; the training loop, validation-based epoch selection, checkpoints and the
 model folder are the shared end-to-end shell (:mod:`xmtc.models.end_to_end`). Any encoder the core
 loads works; XLNet (the paper's) loads like the others from a local folder, with ``pooling=auto``
 taking its last token (``<cls>``).
@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..config import param
-from ..errors import ConfigError
-from .base import register
-from .end_to_end import EndToEndModel, EndToEndParams
+from ...config import param
+from ...errors import ConfigError
+from ...models.base import register
+from ...models.end_to_end import EndToEndModel, EndToEndParams
 
 
 @dataclass
@@ -40,7 +40,7 @@ class APLCConfig(EndToEndParams):
                                  " reference's settings).", minimum=0)
     head_share: float = param(0.75, "With split=labels: share of the labels (the most frequent) in the head; the tail"
                               " clusters split the rest into equal counts. 0 = every cluster the same size (the"
-                              " reference's settings); see xmtc.neural.aplc for the measurements behind 0.75.",
+                              " reference's settings); see xmtc.methods.aplc.network for the measurements behind 0.75.",
                               minimum=0.0, maximum=1.0)
     split: str = param("labels", "Where the automatic cutoffs fall: equal label counts per cluster (labels, the"
                        " reference's) or equal shares of the label occurrences (occurrences).",
@@ -56,7 +56,7 @@ class APLCConfig(EndToEndParams):
                            maximum=0.95)
     bias: bool = param(True, "Biases on the head's labels and nodes and on the tail labels, started at the log-odds"
                        " of their training frequencies (false = the reference: no biases, all probabilities start"
-                       " at 0.5 and learn slowly; see xmtc.neural.aplc).")
+                       " at 0.5 and learn slowly; see xmtc.methods.aplc.network).")
     predict_mode: str = param("pruned", "pruned: score tail clusters only where they can still enter the top k"
                               " (exact, same top k as full); full: score every label (the reference).",
                               choices=("pruned", "full"))
@@ -65,7 +65,7 @@ class APLCConfig(EndToEndParams):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        from ..neural.aplc import parse_cutoffs
+        from .network import parse_cutoffs
 
         try:
             parse_cutoffs(self.cutoffs)
@@ -87,7 +87,7 @@ class APLC(EndToEndModel):
     config_class = APLCConfig
 
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from ..neural.aplc import APLCNetwork, frequency_split, parse_cutoffs
+        from .network import APLCNetwork, frequency_split, parse_cutoffs
 
         counts = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
         order, bounds = frequency_split(counts, n_tail=cfg.n_tail_clusters, cutoffs=parse_cutoffs(cfg.cutoffs),
@@ -100,6 +100,6 @@ class APLC(EndToEndModel):
         return net
 
     def _network_class(self):
-        from ..neural.aplc import APLCNetwork
+        from .network import APLCNetwork
 
         return APLCNetwork

@@ -1,7 +1,7 @@
 """ELIAS and ELIAS++ (Gupta et al., NeurIPS'22): ``xmtc train --method elias [--ranker]`` / ``xmtc.ELIAS(...)``.
 
 The network (cluster scores, the learned cluster -> label graph, path x classifier scores, the loss) is
-:mod:`xmtc.neural.elias`; the training loop, validation-based epoch selection, SWA, checkpoints and the
+:mod:`xmtc.methods.elias.network`; the training loop, validation-based epoch selection, SWA, checkpoints and the
 model folder are the shared end-to-end shell (:mod:`xmtc.models.end_to_end`). Training runs the paper's
 three steps, each a plain use of the shell's parts:
 
@@ -38,7 +38,7 @@ Where this differs from the reference code (nilesh2797/ELIAS ``run_benchmark.sh`
 * stage 2's edge logits start at ``log A_approx`` (``adjacency_init="approx"``) rather than the code's
   U(0, 1) (``adjacency_init="random"``), and a label that no cluster keeps among its kappa keeps the edge
   from its stage-1 cluster (``keep_tree_edges``; the code leaves it unreachable). See
-  :mod:`xmtc.neural.elias` for why;
+  :mod:`xmtc.methods.elias.network` for why;
 * the reference gives W_C, W_L and the edge logits separate rates (stage 2: W_C 1e-4, W_L and A 5e-3);
   the core has one rate for a method's own layers per run, so per stage W_C, A and W_L share
   ``*head_learning_rate``;
@@ -57,10 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from ..config import param
-from .base import as_label_matrix, register
-from .end_to_end import EndToEndModel, EndToEndParams, label_clusters, validation_split
-from .xr_linear import check_texts
+from ...config import param
+from ...models.base import as_label_matrix, register
+from ...models.end_to_end import EndToEndModel, EndToEndParams, label_clusters, validation_split
+from ...models.base import check_texts
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class ELIAS(EndToEndModel):
 
     # -- the shell's hooks (stage 1) ---------------------------------------------------------------
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from ..neural.elias import ELIASNetwork, tree_adjacency
+        from .network import ELIASNetwork, tree_adjacency
 
         X = cfg.tfidf().make_featurizer().fit_transform(texts)
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
@@ -147,7 +147,7 @@ class ELIAS(EndToEndModel):
                             **self._network_kwargs(cfg, encoder, stage=1))
 
     def _network_class(self):
-        from ..neural.elias import ELIASNetwork
+        from .network import ELIASNetwork
 
         return ELIASNetwork
 
@@ -172,15 +172,15 @@ class ELIAS(EndToEndModel):
 
         import torch
 
-        from ..features.encoder import Tokenized
-        from ..neural.checkpoint import Checkpoint
-        from ..neural.e2e import EndToEndTrainer
-        from ..neural.elias import (
+        from ...features.encoder import Tokenized
+        from ...neural.checkpoint import Checkpoint
+        from ...neural.training_loop import EndToEndTrainer
+        from .network import (
             ELIASNetwork,
             add_missing_labels,
             approximate_adjacency,
         )
-        from .end_to_end import data_fingerprint
+        from ...models.end_to_end import data_fingerprint
 
         t0 = time.perf_counter()
         cfg = self.config
@@ -213,7 +213,7 @@ class ELIAS(EndToEndModel):
         s2 = cfg.train_settings()
         s2.epochs, s2.learning_rate = cfg.stage2_epochs, cfg.stage2_learning_rate
         s2.head_learning_rate = cfg.stage2_head_learning_rate
-        from ..neural.distributed import init_distributed
+        from ...neural.distributed import init_distributed
         ctx = init_distributed()
         valid = (tokenized.take(valid_rows), Y[valid_rows]) if valid_rows.size else None
         trainer = EndToEndTrainer(self.encoder_, net2, tok_train, Y_train, s2, self.device_, ctx, valid=valid,
@@ -237,7 +237,7 @@ class ELIAS(EndToEndModel):
 
     def _cluster_beams(self, tokenized, progress: bool):
         """Top-``beam_size`` cluster ids and scores of every tokenized text (no teacher forcing, eval mode)."""
-        from ..neural.e2e import eval_batches
+        from ...neural.training_loop import eval_batches
 
         n, b = len(tokenized), min(self.network_.beam_size, self.network_.n_clusters)
         ids = np.full((n, b), -1, dtype=np.int64)

@@ -4,7 +4,7 @@ Levels are trained coarse to fine (multi-resolution). At level t the encoder plu
 row-sparse head (:mod:`xmtc.neural.heads`) scores each text's shortlist (eq. 8,
 :mod:`xmtc.neural.shortlist`) with the importance-weighted loss (eqs. 5-6, :mod:`xmtc.neural.losses`).
 The encoder carries over from level to level; the head of level t starts from level t-1
-(:mod:`xmtc.neural.bootstrap`, eq. 11). After each level one inference pass embeds the training texts
+(:mod:`xmtc.methods.xr_transformer.bootstrap`, eq. 11). After each level one inference pass embeds the training texts
 with the updated encoder; it yields the top-k nodes that shape the next level's shortlist and the
 embeddings the next head is bootstrapped on. A single level with a random head is X-Transformer's
 fine-tuning.
@@ -30,16 +30,16 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
-from ..features.encoder import Tokenized, autocast, embed, encode
+from ...errors import ConfigError
+from ...features.encoder import Tokenized, autocast, embed, encode
 from .bootstrap import BOOTSTRAPS, start_head
-from .distributed import DistContext, gather_rows, shard
-from .heads import LazyAdam, RowSparseHead, merge_row_grads
-from .optim import adamw
-from .reproducible import deterministic_cpu_ops
-from .losses import shortlist_loss
+from ...neural.distributed import DistContext, gather_rows, shard
+from ...neural.heads import LazyAdam, RowSparseHead, merge_row_grads
+from ...neural.optim import adamw, clip_gradients, lr_schedule
+from ...neural.reproducible import deterministic_cpu_ops
+from ...neural.losses import shortlist_loss
 from .matcher import head_beam_step
-from .shortlist import SHORTLISTS, build_shortlist, children_csr
+from ...neural.shortlist import SHORTLISTS, build_shortlist, children_csr
 
 log = logging.getLogger(__name__)
 
@@ -105,26 +105,6 @@ def _embedder(encoder, pooling: str):
             return embed(self.encoder, batch, pooling)
 
     return _Embedder()
-
-
-def lr_schedule(step: int, total: int, warmup: int) -> float:
-    if warmup > 0 and step < warmup:
-        return (step + 1) / warmup
-    return max(0.0, (total - step) / max(1, total - warmup))
-
-
-def clip_gradients(grads, max_norm: float) -> float:
-    """Scale every gradient in place so that their joint L2 norm is at most ``max_norm``; returns the norm."""
-    import torch
-
-    if not grads:
-        return 0.0
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.float()) for g in grads]))
-    coef = max_norm / (float(norm) + 1e-6)
-    if coef < 1.0:
-        for g in grads:
-            g.mul_(coef)
-    return float(norm)
 
 
 def embed_all(encoder, tokenized: Tokenized, settings: FinetuneSettings, device, ctx: DistContext,
@@ -194,7 +174,7 @@ class LevelTrainer:
     def _run(self, progress: bool, on_checkpoint: Callable[[dict], None] | None) -> list[float]:
         import torch
 
-        from ..progress import progress_bar
+        from ...progress import progress_bar
 
         s, ctx = self.settings, self.ctx
         embedder = _embedder(self.encoder, s.pooling)

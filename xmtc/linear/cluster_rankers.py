@@ -21,8 +21,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ModelFormatError
-from ..linear.beam import BeamLevel, beam_step, prepare_features
-from ..linear.negatives import active_mask, check_negatives, level_targets
+from .beam import BeamLevel, beam_step, prepare_features
+from .negatives import active_mask, check_negatives, level_targets
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class ClusterRankers:
     def fit(self, X, Y, chain, start: int, beam_ids: np.ndarray, beam_scores: np.ndarray, *, negatives="tfn+man",
             C_pos=1.0, C_neg=1.0, bias=1.0, tol=0.1, max_iter=100, threshold=0.05, beam_size=10, n_threads=None
             ) -> "ClusterRankers":
-        from ..linear.solver import train_level
+        from .solver import train_level
 
         check_negatives(negatives)
         X = prepare_features(X, X.shape[1])

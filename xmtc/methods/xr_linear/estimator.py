@@ -44,72 +44,24 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import param
-from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..index.pifa import pifa
-from ..index.tree import LabelTree, tree_depth
-from ..linear.hierarchy import HierarchicalLinearModel
-from ..native import resolve_threads
-from .base import XMCModel, as_label_matrix, register
-from .storage import ModelReader, ModelWriter
+from ...config import param
+from ...errors import ConfigError, DataFormatError, ModelFormatError
+from ...index.pifa import pifa
+from ...index.tree import LabelTree, tree_depth
+from ...linear.hierarchy import HierarchicalLinearModel
+from ...linear.params import LinearTreeParams
+from ...models.base import XMCModel, as_label_matrix, check_texts, register
+from ...models.storage import ModelReader, ModelWriter
+from ...native import resolve_threads
 
 # The TF-IDF featurizer and the tree ensemble are numba code, imported where they are used: a model
 # trained on given features (or loaded to score given features) then never loads numba's ~54 MB of LLVM.
-if TYPE_CHECKING:
-    from ..features.tfidf import TfidfFeaturizer
-
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TfidfParams:
-    """TF-IDF featurizer settings (word n-grams, sublinear tf, L2-normalised rows)."""
-
-    ngram_max: int = param(2, "Longest word n-gram used as a feature (1 = unigrams only).", minimum=1, maximum=5)
-    min_df: int = param(2, "Drop n-grams that occur in fewer training documents than this.", minimum=1)
-    max_df: float = param(1.0, "Drop n-grams that occur in more than this fraction of training documents.",
-                          minimum=0.0, maximum=1.0, exclusive_minimum=True)
-    max_features: Optional[int] = param(None, "Keep only the most frequent n-grams (none = keep all).", minimum=1)
-    sublinear_tf: bool = param(True, "Use 1 + log(tf) instead of raw term counts.")
-    analyzer: str = param("auto", "What each word becomes before it is counted, spelled as in Annif: simple (the"
-                          " lower-cased word), snowball(LANG) (PyStemmer stem, e.g. snowball(finnish)),"
-                          " simplemma(LANG) (lemma, e.g. simplemma(fi)), voikko(fi) (Finnish base form; needs"
-                          " libvoikko); optional ,token_min_length=N. auto = simple without --language; with it,"
-                          " simplemma for en, fi and et, snowball(LANG) for the other languages Snowball has, else"
-                          " simplemma (measured and reasoned in xmtc/features/analyzers.py).")
-    language: Optional[str] = param(None, "Language of the texts, an ISO 639-1 code (en, fi, sv, de, et, ...):"
-                                    " picks the analyzer (when analyzer is auto) and the stop words (when"
-                                    " stop_words is auto).")
-    stop_words: str = param("auto", "Words dropped before n-grams form: auto = the language's short list of"
-                            " function words (shipped for en, fi, sv, de, et) when --language is given, else none;"
-                            " none = keep every word; a language (en, fi, ... or english, ...) = its list;"
-                            " iso:CODE = stopwords-iso's long list for any language.")
-
-    def validate(self, source: str) -> None:
-        """Syntax of the analyzer, language and stop-word settings (their libraries load at fit)."""
-        from ..features.analyzers import check_language, check_stop_words, parse_analyzer
-
-        try:
-            check_language(self.language)
-            check_stop_words(self.stop_words)
-            if self.analyzer.strip().lower() != "auto":
-                parse_analyzer(self.analyzer)
-        except ConfigError as exc:
-            raise ConfigError(f"{source}: {exc}") from None
-
-    def make_featurizer(self) -> TfidfFeaturizer:
-        from ..features.analyzers import resolve
-        from ..features.tfidf import TfidfFeaturizer
-
-        analyzer, stop_words = resolve(self.analyzer, self.language, self.stop_words)
-        return TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
-                               max_features=self.max_features, sublinear_tf=self.sublinear_tf,
-                               analyzer=analyzer, stop_words=stop_words)
 
 
 AUTO_TREES = 2  # trees of n_trees=0 (auto) on a small label set
@@ -133,42 +85,6 @@ def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
     if n_trees > 0:
         return n_trees
     return AUTO_TREES if not flat and n_labels <= AUTO_TREES_MAX_LABELS else 1
-
-
-@dataclass
-class LinearTreeParams(TfidfParams):
-    """The label tree, linear models and beam search: XR-Linear's, and the transformer methods' rankers."""
-
-    branching: int = param(16, "Children per node of the label tree (k-means clusters per split).", minimum=2)
-    max_leaf_size: int = param(100, "Most labels in one leaf cluster; sets the tree depth.", minimum=1)
-    tree_shape: str = param("binary", "Leaf clusters of the label tree: binary = the smallest power of two"
-                            " that keeps leaves within max_leaf_size (PECOS's rule), full = branching^depth.",
-                            choices=("binary", "full"))
-    kmeans_max_iter: int = param(20, "Spherical k-means iterations per split.", minimum=1)
-    negatives: str = param("tfn", "Hard negatives for each node's classifier: teacher-forced (tfn),"
-                           " matcher-aware (man) or both. PECOS's default, tfn, measured as accurate as"
-                           " tfn+man on yso-finna-en at a quarter of the training time.",
-                           choices=("tfn", "man", "tfn+man"))
-    C_pos: float = param(1.0, "Loss weight (inverse regularisation) for positive examples.", minimum=0.0,
-                         exclusive_minimum=True)
-    C_neg: float = param(1.0, "Loss weight (inverse regularisation) for negative examples.", minimum=0.0,
-                         exclusive_minimum=True)
-    bias: float = param(1.0, "Value of the constant bias feature (0 = no bias).", minimum=0.0)
-    tol: float = param(0.1, "Stopping tolerance of the dual coordinate descent solver.", minimum=0.0,
-                       exclusive_minimum=True)
-    max_iter: int = param(100, "Most passes of the solver over one classifier's examples.", minimum=1)
-    threshold: float = param(0.05, "Weights with smaller magnitude are pruned to keep the model sparse."
-                             " PECOS uses 0.1; 0.05 measured +0.06 to +1.9 P@1 on yso-finna-en, reuters,"
-                             " bibtex and delicious for a 1.3-2.2x larger model.", minimum=0.0)
-    beam_size: int = param(10, "Clusters kept per tree level during beam search (also used for MAN).",
-                           minimum=1)
-    post_processor: str = param("l3-hinge", "Transform of each level's scores before they are multiplied"
-                                " down the tree.", choices=("l3-hinge", "sigmoid", "noop"))
-    seed: int = param(0, "Random seed (k-means initialisation); tree i uses seed + i.", minimum=0)
-    n_threads: int = param(0, "Threads for training and prediction (0 = all cores).", minimum=0)
-
-    def tfidf(self) -> TfidfParams:
-        return TfidfParams(**{f: getattr(self, f) for f in TfidfParams.__dataclass_fields__})
 
 
 @dataclass
@@ -250,7 +166,7 @@ class XRLinear(XMCModel):
             elif flat:
                 trees.append(LabelTree.from_parents([np.zeros(Y.shape[1], dtype=np.int32)]))
             else:
-                from ..index.kmeans import build_label_tree
+                from ...index.kmeans import build_label_tree
 
                 trees.append(build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
                                               seed=cfg.seed + t, max_iter=cfg.kmeans_max_iter, n_threads=n_threads,
@@ -279,7 +195,7 @@ class XRLinear(XMCModel):
         ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too. See
         :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
         """
-        from .learning import learn_tree_model
+        from ...models.learning import learn_tree_model
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, progress=progress)
 
@@ -313,7 +229,7 @@ class XRLinear(XMCModel):
         kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor)
         if len(self.models_) == 1:
             return self.models_[0].predict_topk(X_feat, k, **kwargs)
-        from .ensemble import average_topk
+        from ...models.ensemble import average_topk
 
         k_each = max(k, self.beam_size)
         parts = [m.predict_topk(X_feat, k_each, **kwargs) for m in self.models_]
@@ -326,7 +242,7 @@ class XRLinear(XMCModel):
         (terms by weight, descending); contributions are exact ``x_j * w_j`` summed along the label's
         tree path, see :mod:`xmtc.models.explain`.
         """
-        from .explain import explain_model
+        from ...models.explain import explain_model
 
         return explain_model(self, X, k, n_terms)
 
@@ -357,7 +273,7 @@ class XRLinear(XMCModel):
         names = [st.get("name") for st in reader.manifest["stages"]]
         self.featurizer_ = None
         if "featurizer" in names:
-            from ..features.tfidf import TfidfFeaturizer
+            from ...features.tfidf import TfidfFeaturizer
 
             st = reader.stage("featurizer")
             self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}),
@@ -389,16 +305,6 @@ class XRLinear(XMCModel):
 
 def plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
     return HierarchicalLinearModel().fit(X, Y, tree, **settings)
-
-
-def check_texts(X: Any) -> list[str]:
-    if isinstance(X, str):
-        raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
-    texts = list(X)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise DataFormatError(None, i + 1, f"text must be a string, got {type(t).__name__}")
-    return texts
 
 
 def _check_features(X: Any, n_features: int | None) -> sp.csr_matrix:

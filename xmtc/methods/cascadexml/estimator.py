@@ -1,7 +1,7 @@
 """CascadeXML (Kharbanda et al., NeurIPS'22): ``xmtc train --method cascadexml`` / ``xmtc.CascadeXML(...)``.
 
 The network (one classifier per tree level, each fed by its own encoder layer, each level scoring only
-the children of the previous level's top-k) is :mod:`xmtc.neural.cascadexml`, where the equations and
+the children of the previous level's top-k) is :mod:`xmtc.methods.cascadexml.network`, where the equations and
 every deviation from the paper and its reference code are written down. The training loop,
 validation-based epoch selection, checkpoints and the model folder are the shared end-to-end shell
 (:mod:`xmtc.models.end_to_end`). The label tree is the project's balanced k-means tree on PIFA over
@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..config import param
-from ..errors import ConfigError
-from .base import register
-from .end_to_end import EndToEndModel, EndToEndParams
+from ...config import param
+from ...errors import ConfigError
+from ...models.base import register
+from ...models.end_to_end import EndToEndModel, EndToEndParams
 
 
 _NUMBERS = r"auto|\d*\.?\d+(e-?\d+)?(,\d*\.?\d+(e-?\d+)?)*"
@@ -91,10 +91,9 @@ class CascadeXML(EndToEndModel):
     config_class = CascadeXMLConfig
 
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from ..index.kmeans import build_label_tree
-        from ..index.pifa import pifa
-        from ..neural.cascadexml import (CascadeNetwork, parse_floats, parse_layers, parse_topk,
-                                         reference_dropouts)
+        from ...index.kmeans import build_label_tree
+        from ...index.pifa import pifa
+        from .network import CascadeNetwork, parse_floats, parse_layers, parse_topk, reference_dropouts
 
         X = cfg.tfidf().make_featurizer().fit_transform(texts)
         tree = build_label_tree(pifa(X, Y), branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
@@ -112,6 +111,6 @@ class CascadeXML(EndToEndModel):
             score=cfg.score, proj_dropout=cfg.projection_dropout, seed=cfg.seed, pooling=cfg.pooling)
 
     def _network_class(self):
-        from ..neural.cascadexml import CascadeNetwork
+        from .network import CascadeNetwork
 
         return CascadeNetwork

@@ -1,14 +1,14 @@
 """The parameters of XR-Transformer and X-Transformer (one dataclass each, over the shared
 :class:`TransformerParams`): API keywords, ``xmtc train`` flags and manifest ``params`` are generated
-from them. What the methods do with them: :mod:`xmtc.models.xr_transformer`."""
+from them. What the methods do with them: :mod:`xmtc.methods.xr_transformer.estimator`."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import param
-from ..errors import ConfigError
-from .xr_linear import LinearTreeParams
+from ...config import param
+from ...errors import ConfigError
+from ...linear.params import LinearTreeParams
 
 
 @dataclass

@@ -4,7 +4,7 @@ Every other method learns a closed label set from training documents: a label no
 never be suggested. A thesaurus grows (YSO adds concepts monthly; 337 yso-finna-en labels occur only in
 its test split), and the only thing known of a new concept is its text (preferred plus alternative
 labels). Scoring by that text alone is the zero-shot baseline of the label-text literature (SemSup-XC's
-TF-IDF baseline; the label-text part of PEFA, :mod:`xmtc.models.knn`):
+TF-IDF baseline; the label-text part of PEFA, :mod:`xmtc.methods.knn.estimator`):
 
     score(l | x) = cos(phi(x), phi(t_l))
 
@@ -39,14 +39,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import param
-from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..features.embedder import EmbedderParams, TextEmbedder
-from ..index.ann import VectorIndex
-from .base import XMCModel, as_label_matrix, register
-from .ensemble import csr_topk
-from .storage import ModelReader, ModelWriter
-from .xr_linear import TfidfParams, check_texts
+from ...config import param
+from ...errors import ConfigError, DataFormatError, ModelFormatError
+from ...features.embedder import EmbedderParams, TextEmbedder
+from ...index.ann import VectorIndex
+from ...models.base import XMCModel, as_label_matrix, register
+from ...models.ensemble import csr_topk
+from ...models.storage import ModelReader, ModelWriter
+from ...features.params import TfidfParams
+from ...models.base import check_texts
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +230,7 @@ class LabelText(XMCModel):
             self.index_ = load_label_index(reader, "label-index", len(self.labels_), self.embedder_.dim,
                                            self.n_threads)
             return
-        from ..features.tfidf import TfidfFeaturizer
+        from ...features.tfidf import TfidfFeaturizer
 
         st = reader.stage("featurizer")
         self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))

@@ -63,7 +63,7 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   scores padding as logit 0, a constant log 2 that carries no gradient but dilutes the level's weight with
   the padding's share). We average over the real candidates only, so ``lambda_t`` means what it says.
 * **Schedule and optimiser.** The reference runs a three-phase one-cycle LR and AdamW on everything (its
-  heads optionally sparse with SparseAdam). We train on the project's one loop (:mod:`xmtc.neural.e2e`:
+  heads optionally sparse with SparseAdam). We train on the project's one loop (:mod:`xmtc.neural.training_loop`:
   linear warm-up + decay, AdamW on encoder and dense layers, lazy Adam on the row-sparse heads). The
   reference's heads run at 10x the encoder's rate (1e-3) under dense Adam, whose momentum keeps moving a
   row on the steps that do not touch it; the lazy Adam moves a row only when it is a candidate, and at
@@ -95,11 +95,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ConfigError, ModelFormatError
-from ..index.tree import LabelTree
-from .network import LossOut, Network, mean_pooled
-from .heads import RowSparseHead
-from .shortlist import build_shortlist, children_csr
+from ...errors import ConfigError, ModelFormatError
+from ...index.tree import LabelTree
+from ...neural.network import LossOut, Network, mean_pooled
+from ...neural.heads import RowSparseHead
+from ...neural.shortlist import build_shortlist, children_csr
 
 SCORES = ("parent", "path", "label")
 POOLINGS = ("cls", "mean")
@@ -280,11 +280,11 @@ class CascadeNetwork(Network):
     def init_from_data(self, rep, Y, seed: int = 0) -> None:
         """Every level's rows on the standardised centroids of its nodes' texts (:mod:`xmtc.neural.head_init`).
 
-        ``rep`` is ``[phi_0 | phi_1 | ... | phi_D]`` side by side (what :func:`xmtc.neural.e2e.representations`
-        gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
+        ``rep`` is ``[phi_0 | phi_1 | ... | phi_D]`` side by side (what
+        :func:`xmtc.neural.training_loop.representations` gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
         the centroid of ``phi_t`` over the texts with a label under ``n``, and the prior bias. Nodes
         without a training text keep their random rows."""
-        from .head_init import centroid_weights, set_rows
+        from ...neural.head_init import centroid_weights, set_rows
 
         rep = np.asarray(rep, dtype=np.float32)
         if rep.shape[1] != self.n_levels * self.hidden:

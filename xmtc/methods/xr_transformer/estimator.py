@@ -6,7 +6,7 @@ tree, one-vs-all linear levels, beam search):
 * **XR-Transformer** (Zhang et al., NeurIPS'21; ``xr-transformer``): the label tree comes from PIFA on
   TF-IDF; the encoder is fine-tuned coarse to fine on every tree level with at most
   ``max_match_clusters`` nodes (eqs. 5-11: the shortlist of eq. 8, the importance weights of eq. 6,
-  each level's head bootstrapped by eq. 11; :mod:`xmtc.neural.finetune`).
+  each level's head bootstrapped by eq. 11; :mod:`xmtc.methods.xr_transformer.finetune`).
 * **X-Transformer** (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of
   label representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``,
   the encoder's embedding of each label's text), then fine-tuning on one level of ``n_clusters``
@@ -22,13 +22,13 @@ Matching and ranking (``matcher``):
   ``XTransformer.predict`` (``pecos/xmc/xtransformer/model.py``) encodes with ``only_embeddings=True``,
   concatenates and calls ``concat_model.predict`` without ``csr_codes``: a beam search from the root.
 * ``neural`` (X-Transformer's matcher->ranker design, KDD'20): a beam search with the level heads over
-  the fine-tuned cluster levels (:mod:`xmtc.neural.matcher`) selects each text's clusters; linear
-  rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.models.rankers`) score the labels inside them,
+  the fine-tuned cluster levels (:mod:`xmtc.methods.xr_transformer.matcher`) selects each text's clusters; linear
+  rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.linear.cluster_rankers`) score the labels inside them,
   trained with TFN (texts positive in the cluster) + MAN (the texts the *neural matcher's* beam sent
   there by mistake). Two choices, each selectable:
 
   - ``matcher_heads``: ``refit`` (default) solves eq. 11's objective again for every matcher level on
-    the finished encoder's embeddings (:func:`xmtc.neural.bootstrap.refit_heads`); ``fine-tuned`` keeps
+    the finished encoder's embeddings (:func:`xmtc.methods.xr_transformer.bootstrap.refit_heads`); ``fine-tuned`` keeps
     the heads as their level left them, although the encoder went on training on the levels below, so
     at prediction they meet embeddings they were not trained on.
   - ``matcher_combine``: X-Transformer's eq. 2 scores a label by both stages, f(x, l) = σ(g(x, c_l),
@@ -62,13 +62,15 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..index.pifa import normalize_rows, pifa
-from .base import as_label_matrix, register
-from .storage import ModelReader, ModelWriter
-from ..features.concat import concat_features
-from .xr_linear import XRLinear, check_texts, plain_linear_fit, resolve_threads
-from .xr_transformer_config import TransformerParams, XRTransformerConfig, XTransformerConfig
+from ...errors import ConfigError, DataFormatError, ModelFormatError
+from ...index.pifa import normalize_rows, pifa
+from ...models.base import as_label_matrix, register
+from ...models.storage import ModelReader, ModelWriter
+from ...features.concat import concat_features
+from ...models.base import check_texts
+from ...native import resolve_threads
+from ..xr_linear.estimator import XRLinear, plain_linear_fit
+from .config import TransformerParams, XRTransformerConfig, XTransformerConfig
 
 __all__ = ["XRTransformer", "XTransformer", "TransformerParams", "XRTransformerConfig", "XTransformerConfig",
            "concat_features"]
@@ -88,7 +90,7 @@ class _TransformerModel(XRLinear):
 
     def learn(self, X, Y, *, labels=None, progress: bool = False, **_):
         """Refused in one line: see :mod:`xmtc.models.learning`."""
-        from .learning import check_can_learn
+        from ...models.learning import check_can_learn
 
         check_can_learn(self)
 
@@ -119,7 +121,7 @@ class _TransformerModel(XRLinear):
         return cfg.max_leaf_size
 
     def _settings(self, cfg):
-        from ..neural.finetune import FinetuneSettings
+        from .finetune import FinetuneSettings
 
         return FinetuneSettings(
             epochs=cfg.epochs, coarse_epochs=getattr(cfg, "coarse_epochs", 0.0), batch_size=cfg.batch_size,
@@ -145,10 +147,10 @@ class _TransformerModel(XRLinear):
         """
         import torch
 
-        from ..features.encoder import Tokenized, load_encoder
-        from ..neural.checkpoint import Checkpoint
-        from ..neural.distributed import device_for, init_distributed
-        from ..neural.finetune import embed_all, multi_resolution_finetune
+        from ...features.encoder import Tokenized, load_encoder
+        from ...neural.checkpoint import Checkpoint
+        from ...neural.distributed import device_for, init_distributed
+        from .finetune import embed_all, multi_resolution_finetune
 
         cfg = self.config
         if sp.issparse(X):
@@ -170,7 +172,7 @@ class _TransformerModel(XRLinear):
         tokenizer, encoder = load_encoder(cfg.encoder, device)
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)
         label_emb = self._label_embeddings(X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device)
-        from ..index.kmeans import build_label_tree
+        from ...index.kmeans import build_label_tree
 
         tree = build_label_tree(label_emb, branching=cfg.branching, max_leaf_size=self._leaf_size(cfg, Y.shape[1]),
                                 seed=cfg.seed, max_iter=cfg.kmeans_max_iter, n_threads=n_threads,
@@ -212,7 +214,7 @@ class _TransformerModel(XRLinear):
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)]
         else:
-            from .rankers import ClusterRankers
+            from ...linear.cluster_rankers import ClusterRankers
 
             self.models_ = []
             self._set_matcher(chain, levels)
@@ -231,7 +233,7 @@ class _TransformerModel(XRLinear):
     def _set_matcher(self, chain, levels) -> None:
         """The fine-tuned levels the neural matcher walks (consecutive, above the label level) and their
         child matrices; the levels below them are the rankers'."""
-        from ..neural.shortlist import children_csr
+        from ...neural.shortlist import children_csr
 
         use = [t for t in levels if t <= len(chain) - 2]
         if not use:
@@ -249,8 +251,8 @@ class _TransformerModel(XRLinear):
         Measured on yso-finna-en-2k-20k (one saved model, rankers refit each time, beam 10, matcher_combine
         ranker): recall of the positive level-2 clusters in the beam 53.4 -> 55.3, P@1 34.22 -> 35.18.
         """
-        from ..neural.bootstrap import refit_heads
-        from ..neural.finetune import level_positives
+        from .bootstrap import refit_heads
+        from .finetune import level_positives
 
         t0 = time.perf_counter()
         self.heads_.update(refit_heads(np.asarray(emb, dtype=np.float32), chain, self.matcher_levels_,
@@ -262,7 +264,7 @@ class _TransformerModel(XRLinear):
     def _matcher_beam(self, emb: np.ndarray):
         """The neural matcher's beam; its scores are 1 where ``matcher_combine="ranker"`` (the rankers alone
         then order the labels inside it)."""
-        from ..neural.matcher import neural_beam
+        from .matcher import neural_beam
 
         heads = [self.heads_[t] for t in self.matcher_levels_]
         ids, sc = neural_beam(np.asarray(emb, dtype=np.float32), heads, self.matcher_children_, self.beam_size,
@@ -301,7 +303,7 @@ class _TransformerModel(XRLinear):
     # -- prediction ---------------------------------------------------------------------------
     def encode(self, X: Any, *, progress: bool = False) -> np.ndarray:
         """Fine-tuned embeddings (n, hidden) float32 of the texts (not normalised)."""
-        from ..features.encoder import Tokenized, encode
+        from ...features.encoder import Tokenized, encode
 
         self._check_fitted()
         texts = check_texts(X)
@@ -351,7 +353,7 @@ class _TransformerModel(XRLinear):
             super()._load_stages(reader)
         else:
             self._load_neural_stages(reader)
-        from ..features.encoder import load_saved_encoder, pick_device
+        from ...features.encoder import load_saved_encoder, pick_device
 
         st = reader.stage("encoder")
         folder = reader.subfolder(st["folder"])
@@ -373,9 +375,9 @@ class _TransformerModel(XRLinear):
                 raise ModelFormatError(f"{reader.folder}: the neural matcher needs the heads of levels {missing}")
 
     def _load_neural_stages(self, reader: ModelReader) -> None:
-        from ..features.tfidf import TfidfFeaturizer
-        from ..neural.shortlist import children_csr
-        from .rankers import ClusterRankers
+        from ...features.tfidf import TfidfFeaturizer
+        from ...neural.shortlist import children_csr
+        from ...linear.cluster_rankers import ClusterRankers
 
         st = reader.stage("featurizer")
         self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
@@ -456,7 +458,7 @@ class XTransformer(_TransformerModel):
         return [level]
 
     def _label_embeddings(self, X_tfidf, Y, vocab, cfg, tokenized, tokenizer, encoder, device):
-        from ..features.encoder import Tokenized, encode
+        from ...features.encoder import Tokenized, encode
 
         if cfg.indexer == "pifa-tfidf":
             return pifa(X_tfidf, Y)

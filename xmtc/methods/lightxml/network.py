@@ -64,22 +64,10 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ConfigError, ModelFormatError
-from .network import LossOut, Network, cls_concat, mean_pooled
-from .heads import RowSparseHead
-
-
-def cluster_members(cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
-    """(C, M) int64: the labels of each cluster in increasing order, padded with -1 (M = largest cluster)."""
-    cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
-    order = np.argsort(cluster_of_label, kind="stable")
-    sizes = np.bincount(cluster_of_label, minlength=n_clusters)
-    width = max(1, int(sizes.max()) if sizes.size else 1)
-    out = np.full((n_clusters, width), -1, dtype=np.int64)
-    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    pos = np.arange(order.size) - np.repeat(starts, sizes)
-    out[cluster_of_label[order], pos] = order
-    return out
+from ...errors import ConfigError, ModelFormatError
+from ...index.tree import cluster_members
+from ...neural.network import LossOut, Network, cls_concat, mean_pooled
+from ...neural.heads import RowSparseHead
 
 
 def cluster_targets(Y: sp.csr_matrix, cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
@@ -229,7 +217,7 @@ class LightXMLNetwork(Network):
         centres ``z`` on the training texts; label embeddings on the standardised centroids of their
         texts' ``z`` (labels keep no bias, as in the paper). Labels and clusters without a text keep
         their random rows."""
-        from .head_init import centroid_weights, cluster_membership, set_rows
+        from ...neural.head_init import centroid_weights, cluster_membership, set_rows
 
         with torch.no_grad():
             W, b, has = centroid_weights(rep, cluster_membership(Y, self.cluster_of_label, self.n_clusters), seed=seed)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
+from ...errors import ConfigError
 
 POST_PROCESSORS = ("l3-hinge", "noop")
 

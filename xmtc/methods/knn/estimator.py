@@ -18,7 +18,7 @@ suggestion; the encoders meant here put nearly every candidate above 0 anyway.
 Why it matters here: a label that no training text carries (a concept added to the thesaurus after the
 training data was labelled) still gets ``lam * cos(x, t_l)`` and can be suggested, while labels with
 documents get the kNN vote that a label-text score alone lacks. ``label_weight`` is ``lam``: 1 is
-label-text similarity alone (:class:`xmtc.models.label_text.LabelText` with the encoder scorer), 0 kNN
+label-text similarity alone (:class:`xmtc.methods.label_text.estimator.LabelText` with the encoder scorer), 0 kNN
 voting alone (then no label texts are needed).
 """
 
@@ -32,16 +32,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import param
-from ..errors import ConfigError, DataFormatError, ModelFormatError
-from ..features.embedder import TextEmbedder
-from ..index.ann import VectorIndex
-from .base import XMCModel, register
-from .ensemble import csr_topk
-from .label_text import (LabelTextParams, fit_text_inputs, label_vector_index, load_label_index, new_label_texts,
-                         resolve_label_texts)
-from .storage import ModelReader, ModelWriter
-from .xr_linear import check_texts
+from ...config import param
+from ...errors import ConfigError, DataFormatError, ModelFormatError
+from ...features.embedder import TextEmbedder
+from ...index.ann import VectorIndex
+from ...models.base import XMCModel, register
+from ...models.ensemble import csr_topk
+from ...models.storage import ModelReader, ModelWriter
+from ..label_text.estimator import (LabelTextParams, fit_text_inputs, label_vector_index, load_label_index,
+                                    new_label_texts, resolve_label_texts)
+from ...models.base import check_texts
 
 log = logging.getLogger(__name__)
 

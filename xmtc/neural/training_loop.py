@@ -56,9 +56,8 @@ import torch
 from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast
 from .distributed import DistContext
-from .finetune import clip_gradients, lr_schedule
 from .heads import LazyAdam, merge_row_grads
-from .optim import adamw
+from .optim import adamw, clip_gradients, lr_schedule
 from .reproducible import deterministic_cpu_ops
 
 log = logging.getLogger(__name__)

@@ -26,9 +26,9 @@ import logging
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
-from .heads import random_head
-from .shortlist import parent_mask
+from ...errors import ConfigError
+from ...neural.heads import random_head
+from ...neural.shortlist import parent_mask
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +52,7 @@ def bootstrap_linear(emb: np.ndarray, positives: sp.spmatrix, parent_of: np.ndar
     ``parent_of`` (K_t,): each node's parent at level t-1 (``n_parents`` of them); ``prev_topk`` /
     ``prev_positive``: what eq. 8 expands (both None: every node is on every shortlist).
     """
-    from ..linear.solver import train_level
+    from ...linear.solver import train_level
 
     emb = np.asarray(emb)
     if emb.dtype != np.float32:
@@ -115,7 +115,7 @@ def refit_heads(emb: np.ndarray, chain: list[sp.csr_matrix], levels: list[int], 
     the finished encoder produces. ``positives[t]`` (n, K_t) are the positive nodes of chain level t.
     """
     from .matcher import head_beam_step
-    from .shortlist import children_csr
+    from ...neural.shortlist import children_csr
 
     heads, topk = {}, None
     for i, t in enumerate(levels):

@@ -112,9 +112,9 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ConfigError, ModelFormatError
-from .network import LossOut, Network, mean_pooled
-from .heads import RowSparseHead
+from ...errors import ConfigError, ModelFormatError
+from ...neural.network import LossOut, Network, mean_pooled
+from ...neural.heads import RowSparseHead
 
 POOLINGS = ("first", "last", "mean")
 SPLITS = ("labels", "occurrences")

@@ -4,10 +4,10 @@ A text and a label are the same kind of thing here: both go through one transfor
 space, and a text's labels are its nearest label vectors (NGAME, Dahiya et al. WSDM'23; DEXA, KDD'23;
 DEXML, Gupta et al. ICLR'24). The network -- label vectors (text embedding plus a free vector where
 training documents exist), the contrastive step, prediction through the ANN index -- is
-:mod:`xmtc.neural.dual_encoder`; the losses and their equations :mod:`xmtc.neural.contrastive`; hard
+:mod:`xmtc.methods.dual_encoder.network`; the losses and their equations :mod:`xmtc.neural.contrastive`; hard
 negatives and cluster-grouped batches :mod:`xmtc.neural.negatives`.
 
-Training runs on the end-to-end methods' shared loop (:mod:`xmtc.neural.e2e`): the two-tower step is one
+Training runs on the end-to-end methods' shared loop (:mod:`xmtc.neural.training_loop`): the two-tower step is one
 ``Network.training_loss`` that runs the batch's label texts through the (shared) encoder inside the same
 forward, so the loop's optimisers, warm-up, clipping, bf16 autocast on CUDA, DDP, validation-based epoch
 choice and checkpoints serve it unchanged; the mining before each epoch and the batch rows the negatives
@@ -41,13 +41,14 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..config import param
-from ..data.labels import LabelVocab
-from ..errors import ConfigError
-from .base import as_label_matrix, register
-from .end_to_end import EndToEndModel, EndToEndParams
-from .storage import ModelReader, ModelWriter
-from .xr_linear import check_texts, resolve_threads
+from ...config import param
+from ...data.labels import LabelVocab
+from ...errors import ConfigError
+from ...models.base import as_label_matrix, register
+from ...models.end_to_end import EndToEndModel, EndToEndParams
+from ...models.storage import ModelReader, ModelWriter
+from ...models.base import check_texts
+from ...native import resolve_threads
 
 
 @dataclass
@@ -108,7 +109,7 @@ def label_texts(vocab: LabelVocab) -> list[str]:
 def _tokenizer(encoder_name: str):
     from transformers import AutoTokenizer
 
-    from ..features.encoder import resolve_encoder_path
+    from ...features.encoder import resolve_encoder_path
 
     return AutoTokenizer.from_pretrained(str(resolve_encoder_path(encoder_name)), local_files_only=True)
 
@@ -141,8 +142,8 @@ class DualEncoder(EndToEndModel):
             del self._fit_vocab
 
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from ..features.encoder import Tokenized, encode
-        from ..neural.dual_encoder import DualEncoderNetwork, normalize_rows
+        from ...features.encoder import Tokenized, encode
+        from .network import DualEncoderNetwork, normalize_rows
 
         label_tok = Tokenized(_tokenizer(cfg.encoder), label_texts(self._fit_vocab), cfg.label_max_length)
         tower = copy.deepcopy(encoder) if cfg.towers == "two" else None
@@ -161,7 +162,7 @@ class DualEncoder(EndToEndModel):
         return net
 
     def _network_class(self):
-        from ..neural.dual_encoder import DualEncoderNetwork
+        from .network import DualEncoderNetwork
 
         return DualEncoderNetwork
 
@@ -179,7 +180,7 @@ class DualEncoder(EndToEndModel):
         This is the native half of :func:`xmtc.models.open_labels.add_labels` (what ``xmtc labels add``
         runs), which grows the per-label arrays (training counts 0, calibration bands, removed-label mask)
         after it; call that function to add labels to a model that is then saved."""
-        from ..features.encoder import Tokenized
+        from ...features.encoder import Tokenized
 
         self._check_fitted()
         vocab = labels if isinstance(labels, LabelVocab) else LabelVocab(list(labels))
@@ -215,8 +216,8 @@ class DualEncoder(EndToEndModel):
         return stages
 
     def _load_stages(self, reader: ModelReader) -> None:
-        from ..features.encoder import Tokenized, load_saved_encoder
-        from ..index.ann import VectorIndex
+        from ...features.encoder import Tokenized, load_saved_encoder
+        from ...index.ann import VectorIndex
 
         super()._load_stages(reader)
         tower = None
@@ -230,7 +231,7 @@ class DualEncoder(EndToEndModel):
                              encode_batch_size=self.encode_batch_size, n_threads=n_threads)
         index = VectorIndex.from_stage(reader, reader.stage("label-index"), n_threads=n_threads)
         if len(index) != len(self.labels_):
-            from ..errors import ModelFormatError
+            from ...errors import ModelFormatError
 
             raise ModelFormatError(f"{reader.folder}: the label index holds {len(index)} vectors for"
                                    f" {len(self.labels_)} labels")

@@ -52,7 +52,7 @@ Deviations from the reference code (nilesh2797/ELIAS, ``nets.py``/``losses.py``)
 * the code's BCE counts padded entries (score 0, target 0) in its mean; so do we (same value), and BCE is
   computed in float32 outside autocast (bf16 logs lose the small scores).
 
-Defaults of the estimator (:class:`xmtc.models.elias.ELIAS`) on a CPU budget, measured on
+Defaults of the estimator (:class:`xmtc.methods.elias.estimator.ELIAS`) on a CPU budget, measured on
 yso-finna-en-2k-20k (19,000 training titles, all-MiniLM-L6-v2, 2 threads, fp32; benchmarks/RESULTS.md):
 
 * heads at 1e-2 in both stages, not the reference's 5e-3: W_L is row-sparse with a lazy Adam (a row moves
@@ -77,10 +77,10 @@ import scipy.sparse as sp
 import torch
 import torch.nn.functional as F
 
-from ..errors import ConfigError, ModelFormatError
-from .network import LossOut, Network, cls_concat, mean_pooled
-from .heads import RowSparseHead, random_head
-from .lightxml import cluster_members
+from ...errors import ConfigError, ModelFormatError
+from ...index.tree import cluster_members
+from ...neural.network import LossOut, Network, cls_concat, mean_pooled
+from ...neural.heads import RowSparseHead, random_head
 
 
 # -- the index -----------------------------------------------------------------------------------------
@@ -233,7 +233,7 @@ class ELIASNetwork(Network):
         of a real tree, so an average text starts near the clusters' prior distribution. Labels without a
         cluster (stage 2's unreachable ones) join no cluster's centroid; rows without a text keep their
         random start."""
-        from .head_init import centroid_weights, cluster_membership, set_rows
+        from ...neural.head_init import centroid_weights, cluster_membership, set_rows
 
         col = self.cluster_of_label()
         Y = sp.csr_matrix(Y, dtype=np.float32)

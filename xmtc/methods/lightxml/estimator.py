@@ -1,7 +1,7 @@
 """LightXML (Jiang et al., AAAI'21): ``xmtc train --method lightxml`` / ``xmtc.LightXML(...)``.
 
 The network (generator over label clusters, dynamic negative sampling, low-rank discriminator) is
-:mod:`xmtc.neural.lightxml`; the training loop, validation-based epoch selection, SWA, checkpoints
+:mod:`xmtc.methods.lightxml.network`; the training loop, validation-based epoch selection, SWA, checkpoints
 and the model folder are the shared end-to-end shell (:mod:`xmtc.models.end_to_end`). The label
 clusters are the leaves of a balanced 2-means tree on PIFA over TF-IDF (the paper's clustering).
 Several clusterings or encoders combine through ``xmtc ensemble``, as the paper's ensemble of three.
@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..config import param
-from .base import register
-from .end_to_end import EndToEndModel, EndToEndParams, label_clusters
+from ...config import param
+from ...models.base import register
+from ...models.end_to_end import EndToEndModel, EndToEndParams, label_clusters
 
 
 @dataclass
@@ -67,7 +67,7 @@ class LightXML(EndToEndModel):
     config_class = LightXMLConfig
 
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from ..neural.lightxml import LightXMLNetwork
+        from .network import LightXMLNetwork
 
         X = cfg.tfidf().make_featurizer().fit_transform(texts)
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
@@ -76,6 +76,6 @@ class LightXML(EndToEndModel):
                                topk=cfg.topk, pooling=cfg.pooling, seed=cfg.seed)
 
     def _network_class(self):
-        from ..neural.lightxml import LightXMLNetwork
+        from .network import LightXMLNetwork
 
         return LightXMLNetwork

@@ -30,11 +30,11 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ..errors import ModelFormatError
-from .contrastive import LOSSES, contrastive_loss
-from .heads import RowSparseHead
-from .negatives import cluster_batches, mine_hard_negatives, sample_negatives, text_keys
-from .network import LossOut, Network, mean_pooled
+from ...errors import ModelFormatError
+from ...neural.contrastive import LOSSES, contrastive_loss
+from ...neural.heads import RowSparseHead
+from ...neural.negatives import cluster_batches, mine_hard_negatives, sample_negatives, text_keys
+from ...neural.network import LossOut, Network, mean_pooled
 
 NEGATIVES = ("mined", "in-batch")
 BATCHINGS = ("random", "cluster")
@@ -106,7 +106,7 @@ class DualEncoderNetwork(Network):
     def text_embeddings(self, label_ids: np.ndarray | None = None, tokenized=None) -> np.ndarray:
         """(n, d) float32 unit vectors ``e_l`` of label texts (eval mode, no gradient): of ``label_ids`` of
         the attached labels (default all), or of another ``tokenized`` set of texts."""
-        from ..features.encoder import encode
+        from ...features.encoder import encode
 
         tok = self.label_tok if tokenized is None else tokenized
         e = encode(self.tower(), tok, label_ids, pooling="mean", batch_size=self.encode_batch_size,
@@ -123,7 +123,7 @@ class DualEncoderNetwork(Network):
 
     def refresh_index(self, vectors: np.ndarray | None = None) -> None:
         """Rebuild the label index from ``vectors`` (default: :meth:`label_vectors` now)."""
-        from ..index.ann import VectorIndex
+        from ...index.ann import VectorIndex
 
         vectors = self.label_vectors() if vectors is None else vectors
         self.index = VectorIndex(metric="ip", n_threads=self.n_threads).build(vectors)
@@ -191,7 +191,7 @@ class DualEncoderNetwork(Network):
     def begin_epoch(self, epoch: int, trainer):
         """Mine each training text's hard negatives and/or lay out cluster-grouped batches with the
         current weights (:mod:`xmtc.neural.negatives`)."""
-        from ..features.encoder import encode
+        from ...features.encoder import encode
 
         if self.negatives != "mined" and self.batching != "cluster":
             return None

@@ -1,0 +1,2 @@
+"""CascadeXML: the estimator and parameters (:mod:`.estimator`), the multi-resolution cascade network
+(:mod:`.network`)."""

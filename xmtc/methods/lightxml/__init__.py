@@ -1,0 +1,2 @@
+"""LightXML: the estimator and parameters (:mod:`.estimator`), the generator / discriminator network
+(:mod:`.network`)."""
