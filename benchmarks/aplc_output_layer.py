@@ -5,7 +5,8 @@ prediction and a beam of one tail cluster, at the 2k-20k size and at 200,000 Zip
 
 The network is untrained: weights at their initialisation, biases at the training log-odds of a synthetic
 Zipf label matrix (~2 labels per text), so the node probabilities are the clusters' frequencies. How much
-pruning skips on a trained model depends on how confident its nodes are; benchmarks/aplc.py measures that.
+pruning skips on a trained model depends on how confident its nodes are; ``benchmarks/methods.py --methods
+aplc#modes`` measures that (benchmarks/params/yso-finna-en-2k-20k/aplc/modes.json).
 One thread, 512 random text representations (d = 384) in batches of 128.
 """
 

@@ -25,7 +25,15 @@ object (the file's path and each row's key figures).
 - ``NAME#TAG`` in ``--methods`` runs a method a second time under its own row name (e.g. two clusterings
   of one method for an ensemble); ``--params NAME#TAG='{...}'`` addresses it.
 - xmtc methods get their own defaults, plus the run's threads, seed, ``--encoder``, ``--max-length`` and
-  ``--device`` where their config has those fields; ``--params`` overrides any of them. The XR-Transformer
+  ``--device`` where their config has those fields, then the row's parameter file, then ``--params``.
+- **Parameter files** (PECOS's ``params/<dataset>/<model>/params.json`` layout): the row ``NAME#TAG`` on
+  dataset D reads ``benchmarks/params/D/NAME/TAG.json`` and the row ``NAME`` reads ``.../NAME/default.json``
+  where they exist (``--params-dir`` moves the root; ``none`` reads none). A file is a JSON object of the
+  estimator's parameters; its optional ``"predict_variants"`` list of objects gives rows
+  ``NAME@VARIANT`` that predict the test set again with the same trained model and those parameters set
+  (a beam width, a prediction mode, a score rule), each timed on its own. So a method's variants are
+  files, not scripts: ``--methods xr-transformer,xr-transformer#binary`` runs the default and
+  ``params/yso-finna-en-2k-20k/xr-transformer/binary.json``. The XR-Transformer
   options below (epochs, tree, beam ...) are what PECOS gets, as in transformer.py.
 """
 
@@ -40,6 +48,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
+PARAMS_DIR = HERE / "params"
 sys.path.insert(0, str(HERE))
 if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
@@ -77,6 +86,34 @@ def parse_params(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def params_file(params_dir: str, dataset: str, row: str) -> Path | None:
+    """The parameter file of row ``NAME`` / ``NAME#TAG`` on ``dataset`` (see the module doc), or None."""
+    if params_dir == "none":
+        return None
+    method, _, tag = row.partition("#")
+    path = Path(params_dir) / dataset / method / f"{tag or 'default'}.json"
+    return path if path.is_file() else None
+
+
+def read_params_file(path: Path) -> tuple[dict, list[dict]]:
+    """(estimator parameters, prediction variants) of one parameter file; ValueError naming the file."""
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{path}: not a JSON file ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: expected a JSON object of parameters, got {type(value).__name__}")
+    variants = value.pop("predict_variants", [])
+    if not isinstance(variants, list) or not all(isinstance(v, dict) and v for v in variants):
+        raise ValueError(f"{path}: predict_variants must be a list of non-empty JSON objects")
+    return value, variants
+
+
+def variant_name(row: str, variant: dict) -> str:
+    """``xr-transformer@beam_size=20``: the row of one prediction variant."""
+    return row + "@" + ",".join(f"{k}={json.dumps(v) if not isinstance(v, str) else v}" for k, v in variant.items())
+
+
 def method_of(row: str) -> str:
     """``lightxml#b`` -> ``lightxml``: the registry name behind a row name."""
     return row.split("#", 1)[0]
@@ -89,7 +126,9 @@ def parse_args(argv=None):
     ap.add_argument("--methods", default="xr-linear,xr-transformer,x-transformer",
                     help="comma-separated xmtc registry names (NAME#TAG for a second row of one method)")
     ap.add_argument("--params", action="append", default=[], metavar="NAME=JSON",
-                    help="JSON keywords for one method's estimator (repeatable)")
+                    help="JSON keywords for one method's estimator (repeatable), over its parameter file")
+    ap.add_argument("--params-dir", default=str(PARAMS_DIR),
+                    help="root of the parameter files DATASET/NAME/TAG.json ('none': read none)")
     ap.add_argument("--ensemble", default="", help="comma-separated rows of --methods whose trained models "
                     "form one more row, xmtc.models.ensemble.Ensemble (train s = the members' sum)")
     ap.add_argument("--ensemble-combine", default="average", choices=("average", "rank-average", "sigmoid-average"),
@@ -122,6 +161,17 @@ def parse_args(argv=None):
     stray = sorted(set(args.params) - set(args.methods))
     if stray:
         ap.error(f"--params for {stray}, which --methods does not list")
+    args.params_files, args.variants = {}, {}
+    for name in args.methods:
+        path = params_file(args.params_dir, "yso-finna-en" if args.full else args.dataset, name)
+        if path is None:
+            continue
+        try:
+            from_file, args.variants[name] = read_params_file(path)
+        except ValueError as exc:
+            ap.error(str(exc))
+        args.params_files[name] = str(path)
+        args.params[name] = {**from_file, **args.params.get(name, {})}
     args.ensemble = [m.strip() for m in args.ensemble.split(",") if m.strip()]
     missing = sorted(set(args.ensemble) - set(args.methods))
     if missing and not args.rows_from:
@@ -280,6 +330,24 @@ def recorded_members(args, saved: dict[str, str]) -> dict[str, dict]:
     return found
 
 
+def variant_rows(row: dict, score) -> list[dict]:
+    """One row per prediction variant of a trained row: its metrics, its own predict time, the rest the
+    trained row's (the same model)."""
+    out = []
+    for v in row.get("variants", []):
+        name = variant_name(row["library"], v["params"])
+        vrow = {k: row[k] for k in ("kind", "method", "train_s", "peak_rss_mb", "n_test", "params_passed")
+                if k in row}
+        vrow.update({"library": name, "k": row.get("k"), "variant_of": row["library"], "variant": v["params"],
+                     "predict_s": v["predict_s"], "metrics": score(Path(v["file"])),
+                     "predict_ms_per_doc": 1e3 * v["predict_s"] / max(row.get("n_test") or 1, 1),
+                     "note": f"the model of row {row['library']}, predicted with {json.dumps(v['params'])}"})
+        print(f"[{name}] predict {vrow['predict_ms_per_doc']:.3f} ms/doc, P@1 {vrow['metrics']['P@1']:.2f}",
+              flush=True)
+        out.append(vrow)
+    return out
+
+
 def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem: str | None,
              recorded_pecos: dict | None = None) -> list[dict]:
     score = _common.Scorer(work, ks=KS, scores=True)
@@ -319,7 +387,9 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
             print(f"[{name}] {problem}", flush=True)
             rows.append(row)
             continue
-        spec = {"method": method, "params": params}
+        if name in args.params_files:
+            row["params_file"] = args.params_files[name]
+        spec = {"method": method, "params": params, "predict_variants": args.variants.get(name, [])}
         if name in args.ensemble:
             spec["save"] = str(work / "scratch" / name / "model")
         row = child(name, sys.executable, "xmtc-method", ["--seed", str(args.seed), "--params", json.dumps(spec)], row)
@@ -327,6 +397,8 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
         if not row.get("problem") and spec.get("save"):
             saved[name] = row.get("saved_to") or spec["save"]
         rows.append(row)
+        if not row.get("problem"):
+            rows.extend(variant_rows(row, score))
 
     if args.ensemble:
         row = {"library": ENSEMBLE, "kind": "ensemble", "members_rows": list(args.ensemble),

@@ -97,7 +97,7 @@ def child_xmtc(d, args, scratch: Path) -> tuple:
 
     import xmtc
     from xmtc import XRLinear, load
-    from _runners import peak_rss_mb
+    from _memory import peak_rss_mb
 
     params = dict(args.params)
     params.setdefault("n_threads", args.threads)
@@ -143,7 +143,8 @@ def child_pecos(d, args, scratch: Path) -> tuple:
     import pecos
     from pecos.xmc import Indexer, LabelEmbeddingFactory
     from pecos.xmc.xlinear.model import XLinearModel
-    from _runners import peak_rss_mb, topk_from_csr
+    from _memory import peak_rss_mb
+    from _runner_base import topk_from_csr
 
     X, Y = d["X_train"], d["Y_train"]
     t0 = time.perf_counter()
@@ -176,7 +177,8 @@ def child_pecos(d, args, scratch: Path) -> tuple:
 
 def child_main(argv) -> int:
     import numpy as np
-    from _runners import EXIT_NOT_INSTALLED, _load, peak_rss_mb
+    from _memory import peak_rss_mb
+    from _runner_base import EXIT_NOT_INSTALLED, _load
 
     ap = argparse.ArgumentParser()
     ap.add_argument("child")

@@ -252,6 +252,20 @@ def test_save_load_identical_predictions_in_both_modes(fitted, sample, tmp_path)
     np.testing.assert_allclose(s1, s3, rtol=1e-5, atol=1e-6)
 
 
+def test_prediction_settings_changed_after_fit_reach_the_network_and_its_folder(fitted, sample, tmp_path):
+    _, (texts, _) = sample
+    model = xmtc.load(fitted.save(tmp_path / "m"))
+    k = len(model.labels_)                      # every label: the tail clusters' labels are in the lists
+    exact, _ = model.predict_topk(texts, k)
+    model.set_params(predict_beam=1)            # each text's best tail cluster only: the other one's labels go
+    assert model.network_.predict_beam == 1
+    narrow, _ = model.predict_topk(texts, k)
+    assert (narrow >= 0).sum() < (exact >= 0).sum()  # a setting that never reached the network changes nothing
+    again = xmtc.load(model.save(tmp_path / "m2"))
+    assert again.predict_beam == 1 and again.network_.predict_beam == 1
+    np.testing.assert_array_equal(again.predict_topk(texts, k)[0], narrow)
+
+
 def test_bad_cutoffs_are_config_errors(sample, tiny_bert):
     (texts, labels), _ = sample
     with pytest.raises(ConfigError, match="cutoffs"):

@@ -21,7 +21,10 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCH))
 
 import _data  # noqa: E402
+import _runner_base  # noqa: E402
 import _runners  # noqa: E402
+import _runners_linear  # noqa: E402
+import _runners_transformer  # noqa: E402
 import linear  # noqa: E402
 
 from xmtc.data import formats  # noqa: E402
@@ -41,7 +44,7 @@ def test_xc_roundtrip_through_the_omikuji_writer(tmp_path):
     Y = sp.random(20, 7, density=0.2, random_state=rng, format="csr", dtype=np.float32)
     Y.data[:] = 1
     X.sort_indices(), Y.sort_indices()
-    _runners._write_xc(tmp_path / "t.txt", X, Y)
+    _runners_linear._write_xc(tmp_path / "t.txt", X, Y)
     with open(tmp_path / "t.txt", "rb") as src, gzip.open(tmp_path / "t.txt.gz", "wb") as dst:
         dst.write(src.read())
     raw = formats.read_xc(tmp_path / "t.txt.gz")
@@ -52,7 +55,7 @@ def test_xc_roundtrip_through_the_omikuji_writer(tmp_path):
 def test_topk_from_csr_matches_dense_argsort():
     rng = np.random.default_rng(4)
     P = sp.random(30, 40, density=0.1, random_state=rng, format="csr", dtype=np.float32)
-    idx, sc = _runners.topk_from_csr(P, 5)
+    idx, sc = _runner_base.topk_from_csr(P, 5)
     D = P.toarray()
     for i in range(30):
         nz = np.flatnonzero(D[i])
@@ -63,7 +66,7 @@ def test_topk_from_csr_matches_dense_argsort():
 
 def test_child_peak_rss_is_its_own_not_the_parents():
     ballast = np.ones(300 * 2**20 // 8)  # the parent holds ~300 MB when it starts the child
-    code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import _runners; print(_runners.peak_rss_mb())"
+    code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import _memory; print(_memory.peak_rss_mb())"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          start_new_session=True)
     assert 5 < float(out.stdout) < 200
@@ -215,15 +218,15 @@ def test_dataset_cut_is_seeded_random_and_texts_are_written(tmp_path):
     work = _data.save_work(ds, tmp_path / "work")
     import json
     assert json.loads((work / "train_texts.json").read_text(encoding="utf-8")) == ds.train_texts
-    d = _runners._load(work, ("Y_train",), texts=True)
-    assert d["test_texts"] == ds.test_texts and "X_train" not in d and _runners._n_test(d) == 5
+    d = _runner_base._load(work, ("Y_train",), texts=True)
+    assert d["test_texts"] == ds.test_texts and "X_train" not in d and _runner_base._n_test(d) == 5
 
 
 def test_pecos_xrt_settings_carry_every_shared_setting():
     shared = {"encoder": "/m", "max_length": 32, "epochs": 1, "batch_size": 32, "encode_batch_size": 128,
               "nr_splits": 16, "max_leaf_size": 100, "beam_size": 10, "max_match_clusters": 32768,
               "negatives": "tfn+man"}
-    s = _runners.pecos_xrt_settings(shared, threads=2, seed=0, k=5)
+    s = _runners_transformer.pecos_xrt_settings(shared, threads=2, seed=0, k=5)
     tp = s["train_params"]
     assert tp["preliminary_indexer_params"] == {"nr_splits": 16, "max_leaf_size": 100, "seed": 0, "threads": 2}
     m = tp["matcher_params_chain"]
@@ -235,7 +238,7 @@ def test_pecos_xrt_settings_carry_every_shared_setting():
     assert s["pred_params"]["matcher_params_chain"]["truncate_length"] == 32
     assert s["train_kwargs"] == {"threads": 2, "beam_size": 10}
     assert s["predict_kwargs"]["only_topk"] == 5 and s["predict_kwargs"]["beam_size"] == 10
-    merged = _runners._deep_merge(s, {"train_params": {"fix_clustering": False,
+    merged = _runners_transformer._deep_merge(s, {"train_params": {"fix_clustering": False,
                                                        "matcher_params_chain": {"learning_rate": 5e-5}}})
     assert merged["train_params"]["fix_clustering"] is False
     assert merged["train_params"]["matcher_params_chain"]["learning_rate"] == 5e-5

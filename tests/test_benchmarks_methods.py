@@ -141,6 +141,33 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     assert later["ensemble"]["train_s"] == pytest.approx(rows["xr-linear"]["train_s"]
                                                          + later["xr-linear#three"]["train_s"])
 
+    # a parameter file: its parameters train the row, its prediction variant re-predicts that same model
+    pdir = tmp_path / "params"
+    (pdir / "toy" / "xr-linear").mkdir(parents=True)
+    (pdir / "toy" / "xr-linear" / "deep.json").write_text(json.dumps(
+        {"max_leaf_size": 1, "branching": 2, "predict_variants": [{"beam_size": 1}]}))
+    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear#deep", "--params-dir", str(pdir),
+                    "--no-pecos", "--json", str(tmp_path / "deep.json")], capsys)
+    assert rc == 0
+    deep = {r["library"]: r for r in json.loads((tmp_path / "deep.json").read_text())["rows"]}
+    assert list(deep) == ["xr-linear#deep", "xr-linear#deep@beam_size=1"]
+    assert deep["xr-linear#deep"]["params"]["max_leaf_size"] == 1
+    assert deep["xr-linear#deep"]["params_file"] == str(pdir / "toy" / "xr-linear" / "deep.json")
+    import xmtc
+    texts = json.loads((work / "train_texts.json").read_text())
+    test_texts = json.loads((work / "test_texts.json").read_text())
+    direct = xmtc.XRLinear(max_leaf_size=1, branching=2, n_threads=1, seed=0).fit(
+        texts, sp.load_npz(work / "Y_train.npz").tocsr(), progress=False)
+    for name, beam in (("xr-linear#deep", 10), ("xr-linear#deep@beam_size=1", 1)):
+        idx, _ = direct.set_params(beam_size=beam).predict_topk(test_texts, k=100)
+        saved = np.load(work / "logs" / ("xr-linear#deep.npz" if beam == 10 else "xr-linear#deep.v0.npz"))
+        assert np.array_equal(saved["indices"], idx)
+        hit = np.array([[j in truth[i] for j in idx[i]] for i in range(30)])
+        assert deep[name]["metrics"]["R@100"] == pytest.approx(
+            100 * np.mean([hit[i].sum() / len(truth[i]) for i in range(30)]))
+    # the narrow beam shortens the lists: a variant that were ignored would equal the trained row
+    assert deep["xr-linear#deep@beam_size=1"]["metrics"]["R@100"] < deep["xr-linear#deep"]["metrics"]["R@100"]
+
     # merging: the recorded rows of both runs in one table without running anything; later files win
     rc, out = _run([*base, "--methods", "", "--no-pecos", "--rows-from", str(tmp_path / "first.json"),
                     "--rows-from", str(tmp_path / "table.json"), "--json", str(tmp_path / "merged.json")], capsys)
@@ -177,3 +204,28 @@ def test_params_parsing_and_usage_errors():
         with pytest.raises(SystemExit):
             methods.parse_args(argv)
     assert methods.method_of("lightxml#b") == "lightxml" and methods.fmt_ratio(0.0012) == "0.001×"
+
+
+def test_parameter_files_by_dataset_method_and_tag(tmp_path):
+    (tmp_path / "d" / "lightxml").mkdir(parents=True)
+    (tmp_path / "d" / "lightxml" / "default.json").write_text('{"epochs": 3}')
+    (tmp_path / "d" / "lightxml" / "swa.json").write_text('{"epochs": 3, "swa": true, "predict_variants": [{"topk": 5}]}')
+    assert methods.params_file(str(tmp_path), "d", "lightxml") == tmp_path / "d" / "lightxml" / "default.json"
+    assert methods.params_file(str(tmp_path), "d", "lightxml#swa") == tmp_path / "d" / "lightxml" / "swa.json"
+    assert methods.params_file(str(tmp_path), "d", "lightxml#x") is None
+    assert methods.params_file("none", "d", "lightxml") is None
+    assert methods.read_params_file(tmp_path / "d" / "lightxml" / "swa.json") == ({"epochs": 3, "swa": True},
+                                                                                 [{"topk": 5}])
+    bad = tmp_path / "bad.json"
+    for text, msg in (("{epochs: 3}", "not a JSON file"), ("[1]", "expected a JSON object"),
+                      ('{"predict_variants": [{}]}', "predict_variants must be")):
+        bad.write_text(text)
+        with pytest.raises(ValueError, match=msg) as err:
+            methods.read_params_file(bad)
+        assert str(bad) in str(err.value)
+    # the file's parameters, then --params over them
+    args = methods.parse_args(["--methods", "lightxml#swa", "--params-dir", str(tmp_path), "--dataset", "d",
+                               "--params", 'lightxml#swa={"epochs": 1}', "--no-pecos"])
+    assert args.params["lightxml#swa"] == {"epochs": 1, "swa": True} and args.variants["lightxml#swa"] == [{"topk": 5}]
+    assert methods.variant_name("xr-transformer", {"beam_size": 20, "score": "path"}) == \
+        "xr-transformer@beam_size=20,score=path"

@@ -164,6 +164,18 @@ def test_training_lowers_the_loss_and_beats_the_untrained_network(sample, fitted
     assert after > before, (before, after)
 
 
+def test_the_score_rule_set_after_fit_is_the_one_predictions_use(sample, fitted, tmp_path):
+    _, (texts, _) = sample
+    model = xmtc.load(fitted.save(tmp_path / "m"))
+    by_rule = {}
+    for rule in ("parent", "path", "label"):
+        model.set_params(score=rule)
+        assert model.network_.score == rule
+        by_rule[rule] = model.predict_topk(texts, 5)[1]
+    # the rules multiply different levels: a rule that never reached the network would give equal scores
+    assert not np.allclose(by_rule["parent"], by_rule["label"]) and not np.allclose(by_rule["path"], by_rule["label"])
+
+
 def test_cli_trains_cascadexml(sample, tiny_bert, tmp_path, capsys):
     (texts, labels), (test_texts, test_labels) = sample
     train = tmp_path / "train.tsv"

@@ -309,6 +309,18 @@ class EndToEndModel(XMCModel):
                  train_rows.size, valid_rows.size, Y.shape[1], time.perf_counter() - t0)
 
     # -- prediction ---------------------------------------------------------------------------------
+    def set_params(self, **params: Any) -> "EndToEndModel":
+        """As :meth:`XMCModel.set_params`; on a fitted model the network's prediction settings
+        (``Network.PREDICT_PARAMS``: APLC's ``predict_mode`` / ``predict_beam``, CascadeXML's ``score``)
+        take the new values at once, since they change no trained weight."""
+        super().set_params(**params)
+        network = getattr(self, "network_", None)
+        if network is not None:
+            cfg = self.config
+            for name in network.PREDICT_PARAMS:
+                setattr(network, name, getattr(cfg, name))
+        return self
+
     def _tokenize(self, X: Any):
         from ..features.encoder import Tokenized
 

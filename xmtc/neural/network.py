@@ -58,6 +58,11 @@ class Network(torch.nn.Module):
     :class:`RowSparseHead`), everything else is an ordinary parameter.
     """
 
+    #: config fields the network reads only when it predicts (an attribute of the same name each):
+    #: ``set_params`` on a fitted estimator hands them on, so a prediction setting changed after training
+    #: takes effect instead of being silently ignored until the next fit
+    PREDICT_PARAMS: tuple[str, ...] = ()
+
     def __init__(self):
         super().__init__()
         self.sparse_heads: dict[str, RowSparseHead] = {}

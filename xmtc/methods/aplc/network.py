@@ -199,6 +199,8 @@ def _normal_(t, std: float, g: torch.Generator) -> None:
 class APLCNetwork(Network):
     """Summary layer + APLC head and tail clusters (see the module docstring)."""
 
+    PREDICT_PARAMS = ("predict_mode", "predict_beam")
+
     def __init__(self, order: np.ndarray, bounds: np.ndarray, hidden_size: int, *, summary_size: int = 0,
                  div_value: float = 2.0, pooling: str = "mean", dropout: float = 0.1, bias: bool = False,
                  predict_mode: str = "pruned", predict_beam: int = 0, seed: int = 0):

@@ -202,6 +202,8 @@ def _xavier(n: int, h: int, gen: torch.Generator) -> np.ndarray:
 class CascadeNetwork(Network):
     """CascadeXML's level classifiers over a label tree; see the module docstring."""
 
+    PREDICT_PARAMS = ("score",)
+
     def __init__(self, tree: LabelTree, hidden: int, layers: list[tuple[int, ...]], topk: list[int],
                  dropouts: list[float], loss_weights: list[float], score: str = "parent",
                  proj_dropout: float = 0.2, seed: int = 0, pooling: str = "cls"):
