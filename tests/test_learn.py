@@ -37,35 +37,35 @@ def _objective(X, Y, W):
 # -- the solver's warm starts -------------------------------------------------------------------------
 def test_proximal_from_zero_is_the_cold_solve_bit_for_bit():
     X, Y, par, act = _problem()
-    cold, _, _ = _train(X, Y, par, act, **SOLVER)
-    warm, _, _ = _train(X, Y, par, act, init=sp.csc_matrix((X.shape[1] + 1, Y.shape[1]), dtype=np.float32),
+    cold, _ = _train(X, Y, par, act, **SOLVER)
+    warm, _ = _train(X, Y, par, act, init=sp.csc_matrix((X.shape[1] + 1, Y.shape[1]), dtype=np.float32),
                      warm="proximal", **SOLVER)
     assert (cold != warm).nnz == 0
 
 
 def test_proximal_without_rows_returns_the_old_weights():
     X, Y, par, act = _problem()
-    W, _, _ = _train(X, Y, par, act, **SOLVER)
+    W, _ = _train(X, Y, par, act, **SOLVER)
     empty = sp.csr_matrix(act.shape, dtype=np.float32)
-    out, _, _ = _train(X, sp.csr_matrix(Y.shape, dtype=np.float32), par, empty, init=W, warm="proximal", **SOLVER)
+    out, _ = _train(X, sp.csr_matrix(Y.shape, dtype=np.float32), par, empty, init=W, warm="proximal", **SOLVER)
     assert abs(out - W).max() == 0
 
 
 def test_proximal_keeps_old_weights_on_features_the_rows_lack():
     X, Y, par, act = _problem()
-    W, _, _ = _train(X, Y, par, act, **SOLVER)
+    W, _ = _train(X, Y, par, act, **SOLVER)
     keep = sp.diags((np.arange(X.shape[1]) < 40).astype(np.float32))
     X2 = sp.csr_matrix(X[:200] @ keep)  # the new rows never touch features 40..79
     X2.eliminate_zeros()
-    out, _, _ = _train(X2, Y[:200], par, act[:200], init=W, warm="proximal", **SOLVER)
+    out, _ = _train(X2, Y[:200], par, act[:200], init=W, warm="proximal", **SOLVER)
     assert abs(out[40:80] - W[40:80]).max() == 0
     assert abs(out[:40] - W[:40]).max() > 0
 
 
 def test_dual_warm_start_reaches_the_cold_optimum_in_fewer_epochs():
     X, Y, par, act = _problem()
-    cold, it_cold, _ = _train(X, Y, par, act, **{**SOLVER, "tol": 1e-3})
-    warm, it_warm, _ = _train(X, Y, par, act, init=cold, warm="dual", **{**SOLVER, "tol": 1e-3})
+    cold, it_cold = _train(X, Y, par, act, **{**SOLVER, "tol": 1e-3})
+    warm, it_warm = _train(X, Y, par, act, init=cold, warm="dual", **{**SOLVER, "tol": 1e-3})
     assert _objective(X, Y, warm) == pytest.approx(_objective(X, Y, cold), rel=1e-3)
     assert it_warm.sum() < it_cold.sum()
 

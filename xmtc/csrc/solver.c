@@ -73,23 +73,6 @@ static inline __attribute__((always_inline)) void few_axpy(const int n, const in
     for (int k = 0; k < n; k++) wf[ub + ln[k]] = (float)((double)wf[ub + ln[k]] + d[k] * bias);
 }
 
-/* few_axpy of the curvature-weighted proximal mode: each step is scaled by the lane's 1 / D_j. */
-static inline __attribute__((always_inline)) void few_axpy_scaled(const int n, const int *ln, float *wf,
-                                                                  const float *dinv, const int32_t *lind,
-                                                                  const float *lval, int64_t start, int64_t stop,
-                                                                  int64_t ub, double bias, const double *dl) {
-    double d[8];
-    for (int k = 0; k < n; k++) d[k] = dl[ln[k]];
-    for (int64_t q = start; q < stop; q++) {
-        const int64_t o = (int64_t)lind[q] * LANES;
-        const double v = (double)lval[q];
-        for (int k = 0; k < n; k++)
-            wf[o + ln[k]] = (float)((double)wf[o + ln[k]] + d[k] * v * (double)dinv[o + ln[k]]);
-    }
-    for (int k = 0; k < n; k++)
-        wf[ub + ln[k]] = (float)((double)wf[ub + ln[k]] + d[k] * bias * (double)dinv[ub + ln[k]]);
-}
-
 #define FEW_CASES(call)      \
     switch (n_few) {         \
     case 1: call(1); break;  \
@@ -103,7 +86,6 @@ static inline __attribute__((always_inline)) void few_axpy_scaled(const int n, c
     }
 #define FEW_DOT(N) few_dot(N, ln, wf, lind, lval, start, stop, ub, bias, gb)
 #define FEW_AXPY(N) few_axpy(N, ln, wf, lind, lval, start, stop, ub, bias, dl)
-#define FEW_AXPY_SCALED(N) few_axpy_scaled(N, ln, wf, dinv, lind, lval, start, stop, ub, bias, dl)
 
 /* Per-thread scratch of the block solver. */
 typedef struct {
@@ -113,10 +95,6 @@ typedef struct {
     uint8_t *shrunk;   /* m x LANES */
     int32_t *count;    /* m: live lanes of a row */
     int32_t *perm;     /* m */
-    float *dinv;       /* (u + 1) x LANES: 1 / D_j of the curvature-weighted proximal mode (warm 3) */
-    double *rql;       /* m x LANES: x_i' D^-1 x_i of that mode (the per-lane rsq) */
-    int64_t *n_sv;     /* LANES: rows with alpha > 0 after dcd_block */
-    int dinv_on;       /* dinv and rql hold this block's curvature (warm 3) */
 } scratch_t;
 
 /* liblinear's solve_l2r_l1l2_svc (L2 loss) for nl <= LANES outputs sharing local rows r0..r0+m.
@@ -138,8 +116,6 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
                                const double *rsq, scratch_t *s, int64_t u, int nl, double bias, double dpos,
                                double dneg, double eps, int64_t max_iter, int64_t *iters) {
     float *wf = s->w;
-    const float *dinv = s->dinv_on ? s->dinv : NULL;
-    const double *rql = s->dinv_on ? s->rql : NULL;
     const int64_t ub = u * LANES;
     double gb[LANES], dl[LANES], pgmax_old[LANES], pgmax_new[LANES], pgmin_new[LANES];
     int64_t n_act[LANES], m_lane[LANES];
@@ -240,7 +216,7 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
                 if (pg > pgmax_new[b]) pgmax_new[b] = pg;
                 if (pg < pgmin_new[b]) pgmin_new[b] = pg;
                 if (fabs(pg) > 1e-12) {
-                    double a_new = a_old - G / ((rql ? rql[i * LANES + b] : rq) + diag);
+                    double a_new = a_old - G / (rq + diag);
                     if (a_new < 0.0) a_new = 0.0;
                     ar[b] = a_new;
                     dl[b] = (a_new - a_old) * yi;
@@ -248,19 +224,7 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
                 }
             }
             if (n_upd == 0) continue;
-            if (dinv && n_upd <= FEW_LANES) {
-                int ln[8], n_few = 0;
-                for (int b = 0; b < LANES; b++)
-                    if (dl[b] != 0.0) ln[n_few++] = b;
-                FEW_CASES(FEW_AXPY_SCALED)
-            } else if (dinv) {
-                for (int64_t q = start; q < stop; q++) {
-                    const int64_t o = (int64_t)lind[q] * LANES;
-                    const double v = (double)lval[q];
-                    for (int b = 0; b < LANES; b++) wf[o + b] = (float)((double)wf[o + b] + dl[b] * v * (double)dinv[o + b]);
-                }
-                for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * bias * (double)dinv[ub + b]);
-            } else if (n_upd <= FEW_LANES) {
+            if (n_upd <= FEW_LANES) {
                 int ln[8], n_few = 0;
                 for (int b = 0; b < LANES; b++)
                     if (dl[b] != 0.0) ln[n_few++] = b;
@@ -303,9 +267,6 @@ XMTC_HOT static void dcd_block(const int64_t *lptr, const int32_t *lind, const f
             }
         }
     }
-    for (int b = 0; b < LANES; b++) s->n_sv[b] = 0;
-    for (int64_t i = 0; i < m; i++)
-        for (int b = 0; b < nl; b++) s->n_sv[b] += alpha[i * LANES + b] > 0.0;
 }
 
 /* ---------------------------------------------------------------------------------------------- */
@@ -496,12 +457,10 @@ typedef struct {
     int64_t cap;
     int64_t *o_used;
     int64_t *res_start, *res_count, *res_iter;   /* nblk x LANES */
-    int64_t *res_sv;            /* nblk x LANES: each output's support vectors (rows with alpha > 0) */
     const int64_t *w0_ptr;      /* warm start (warm != 0): each output's old weights, csc over d + 1 rows */
     const int32_t *w0_ind;
     const float *w0_val;
-    int warm;                   /* 0 cold, 1 proximal, 2 dual, 3 curvature-weighted proximal (see warm_load) */
-    const double *old_mass;     /* warm 3, per output: support vectors of its old fit (< 0: -ratio, see warm_curvature) */
+    int warm;                   /* 0 cold, 1 proximal, 2 dual (see warm_start) */
     int failed;
 } train_args_t;
 
@@ -516,8 +475,6 @@ static int64_t lower_bound_i32(const int32_t *a, int64_t n, int32_t x) {
 }
 
 /* Most old weights a proximal block may append: all of its outputs' old entries. */
-static int is_proximal(const train_args_t *a) { return a->warm == 1 || a->warm == 3; }
-
 static int64_t warm_extra(const train_args_t *a, const int64_t *outs) {
     int64_t n = 0;
     for (int lane = 0; lane < LANES && outs[lane] >= 0; lane++) n += a->w0_ptr[outs[lane] + 1] - a->w0_ptr[outs[lane]];
@@ -538,9 +495,7 @@ static int64_t local_of(const int32_t *gid, int64_t u, int32_t g) {
  * features none of the rows has cannot move; extract_block writes them back out unchanged.
  * warm 2, dual: the full problem on the given rows, started near its optimum: alpha_i := the optimality
  * condition's max(0, 1 - y_i w_old.x_i) / D_ii, then w := sum_i alpha_i y_i x_i, a consistent primal-dual
- * pair (done by warm_dual below, once every lane is loaded).
- * warm 3, curvature-weighted proximal: as warm 1, with the pull 0.5 (w - w_old)' D (w - w_old), D
- * diagonal per output (see warm_curvature). */
+ * pair (done by warm_dual below, once every lane is loaded). */
 static void warm_load(const train_args_t *a, scratch_t *s, int64_t k, int lane, const int32_t *gid,
                       const int32_t *loc, int64_t u) {
     for (int64_t q = a->w0_ptr[k]; q < a->w0_ptr[k + 1]; q++) {
@@ -592,65 +547,6 @@ XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, 
     }
 }
 
-/* warm 3: output k's D_j = 1 + r_k h_j, the Laplace approximation of its old objective's curvature.
- * That objective is 0.5 ||w||^2 + sum_old C_i max(0, 1 - y_i w.x_i)^2; at its optimum w_old its Hessian
- * is I + sum_{old i with alpha_i > 0} 2 C_i x_i x_i', whose diagonal needs the old rows.  The old rows of
- * an output are a sample of the same kind as its new ones, so the diagonal is estimated from the new
- * rows that w_old leaves inside the margin (h_j = sum of 2 C_i x_ij^2 over them, bias included), scaled
- * to the old fit's support: r_k = old_mass[k] / (the count of those new rows), or -old_mass[k] itself
- * when negative.  Then the dual of min 0.5 v'Dv + loss(w_old + v) is liblinear's with x_i'D^-1 x_i for
- * ||x_i||^2 and steps w += D^-1 (delta alpha_i) y_i x_i: dinv and rql hold those per lane. */
-XMTC_HOT static void warm_curvature(const train_args_t *a, scratch_t *s, const int64_t *outs, int64_t r0, int64_t m,
-                                    int64_t u, int nl) {
-    float *wf = s->w, *h = s->dinv;
-    const int64_t ub = u * LANES;
-    const double bsq = a->bias * a->bias;
-    double n_new[LANES] = {0};
-    memset(h, 0, (size_t)(u + 1) * LANES * sizeof(float));
-    for (int64_t i = 0; i < m; i++) {
-        const int64_t r = r0 + i;
-        double g[LANES], c[LANES];
-        int any = 0;
-        for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            const float *wr = wf + (int64_t)a->lind[q] * LANES;
-            const double v = (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
-        }
-        for (int b = 0; b < LANES; b++) {
-            const int8_t y = b < nl ? s->yv[i * LANES + b] : 0;
-            c[b] = y != 0 && (double)y * g[b] < 1.0 ? 1.0 / (y > 0 ? a->dpos : a->dneg) : 0.0; /* 2 C_i */
-            n_new[b] += c[b] != 0.0;
-            any |= c[b] != 0.0;
-        }
-        if (!any) continue;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            float *hr = h + (int64_t)a->lind[q] * LANES;
-            const double v2 = (double)a->lval[q] * (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) hr[b] = (float)((double)hr[b] + c[b] * v2);
-        }
-        for (int b = 0; b < LANES; b++) h[ub + b] = (float)((double)h[ub + b] + c[b] * bsq);
-    }
-    double ratio[LANES];
-    for (int b = 0; b < LANES; b++) {
-        const double mass = b < nl ? a->old_mass[outs[b]] : 0.0;
-        ratio[b] = mass < 0.0 ? -mass : (n_new[b] > 0.0 ? mass / n_new[b] : 0.0);
-    }
-    for (int64_t k = 0; k <= u; k++)
-        for (int b = 0; b < LANES; b++) h[k * LANES + b] = (float)(1.0 / (1.0 + ratio[b] * (double)h[k * LANES + b]));
-    for (int64_t i = 0; i < m; i++) {
-        const int64_t r = r0 + i;
-        double q2[LANES];
-        for (int b = 0; b < LANES; b++) q2[b] = bsq * (double)h[ub + b];
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            const float *hr = h + (int64_t)a->lind[q] * LANES;
-            const double v2 = (double)a->lval[q] * (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) q2[b] += v2 * (double)hr[b];
-        }
-        for (int b = 0; b < LANES; b++) s->rql[i * LANES + b] = q2[b];
-    }
-}
-
 /* Proximal mode: old weights of output k on features outside the block, which the rows could not move. */
 static int64_t kept_old(const train_args_t *a, int64_t k, const int32_t *gid, int64_t u, int32_t *orow, float *oval) {
     int64_t n = 0;
@@ -695,12 +591,7 @@ static void train_worker(void *ctx, int t) {
     s.shrunk = (uint8_t *)malloc((size_t)M * LANES);
     s.count = (int32_t *)malloc((size_t)M * sizeof(int32_t));
     s.perm = (int32_t *)malloc((size_t)M * sizeof(int32_t));
-    int64_t n_sv[LANES];
-    s.n_sv = n_sv;
-    s.dinv_on = 0;
-    s.dinv = a->warm == 3 ? (float *)malloc((size_t)(a->max_u + 1) * LANES * sizeof(float)) : NULL;
-    s.rql = a->warm == 3 ? (double *)malloc((size_t)M * LANES * sizeof(double)) : NULL;
-    if (!s.w || !s.alpha || !s.yv || !s.shrunk || !s.count || !s.perm || (a->warm == 3 && (!s.dinv || !s.rql))) {
+    if (!s.w || !s.alpha || !s.yv || !s.shrunk || !s.count || !s.perm) {
         a->failed = 1;
         goto out;
     }
@@ -713,7 +604,7 @@ static void train_worker(void *ctx, int t) {
         const int64_t j = a->work[wi];
         const int64_t b = a->blk_parent[j];
         const int64_t u = a->n_feat[b];
-        if (used + LANES * (u + 1) + (is_proximal(a) ? warm_extra(a, a->blk_out + j * LANES) : 0) > a->cap) break;
+        if (used + LANES * (u + 1) + (a->warm == 1 ? warm_extra(a, a->blk_out + j * LANES) : 0) > a->cap) break;
         const int64_t r0 = a->row_off[b];
         const int64_t m = a->row_off[b + 1] - r0;
         const int32_t *prow = a->rows + r0;
@@ -736,11 +627,9 @@ static void train_worker(void *ctx, int t) {
         if (a->warm) {
             for (int lane = 0; lane < nl; lane++) {
                 warm_load(a, &s, outs[lane], lane, gid, loc, u);
-                if (is_proximal(a)) n_kept[lane] = kept_old(a, outs[lane], gid, u, NULL, NULL);
+                if (a->warm == 1) n_kept[lane] = kept_old(a, outs[lane], gid, u, NULL, NULL);
             }
             if (a->warm == 2) warm_dual(a, &s, r0, m, u, nl);
-            if (a->warm == 3) warm_curvature(a, &s, outs, r0, m, u, nl);
-            s.dinv_on = a->warm == 3;
         }
         dcd_block(a->lptr, a->lind, a->lval, r0, m, a->rsq, &s, u, nl, a->bias, a->dpos, a->dneg, a->eps,
                   a->max_iter, iters);
@@ -753,7 +642,6 @@ static void train_worker(void *ctx, int t) {
             cnt[lane] += (s.w[u * LANES + lane] != 0.0f) + n_kept[lane];
             at[lane] = used;
             a->res_iter[j * LANES + lane] = iters[lane];
-            if (a->res_sv) a->res_sv[j * LANES + lane] = n_sv[lane];
             a->res_start[j * LANES + lane] = used;
             a->res_count[j * LANES + lane] = cnt[lane];
             used += cnt[lane];
@@ -788,8 +676,6 @@ out:
     free(s.shrunk);
     free(s.count);
     free(s.perm);
-    free(s.dinv);
-    free(s.rql);
 }
 
 static int train_batch(train_args_t *a, int n_threads) {
@@ -805,16 +691,16 @@ XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const fl
                               int64_t *progress, double bias, double dpos, double dneg, double eps,
                               int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m, int64_t max_u,
                               int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used, int64_t *res_start,
-                              int64_t *res_count, int64_t *res_iter, int64_t *res_sv, int n_threads) {
+                              int64_t *res_count, int64_t *res_iter, int n_threads) {
     train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
-                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter, res_sv,
-                      NULL, NULL, NULL, 0, NULL, 0};
+                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
+                      NULL, NULL, NULL, 0, 0};
     return train_batch(&a, n_threads);
 }
 
 /* xmtc_train_batch started from old weights: w0 (csc over d + 1 rows, one column per output) and the
- * warm mode, 1 proximal, 2 dual or 3 curvature-weighted proximal with old_mass per output (see warm_load). */
+ * warm mode, 1 proximal or 2 dual (see warm_load). */
 XMTC_API int xmtc_train_batch_warm(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
                                    const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
                                    const int32_t *feat, const int32_t *lpos, const int64_t *feat_off,
@@ -823,12 +709,11 @@ XMTC_API int xmtc_train_batch_warm(const int64_t *lptr, const int32_t *lind, con
                                    const int64_t *work_off, int64_t *progress, double bias, double dpos, double dneg,
                                    double eps, int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m,
                                    int64_t max_u, int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used,
-                                   int64_t *res_start, int64_t *res_count, int64_t *res_iter, int64_t *res_sv,
-                                   const int64_t *w0_ptr, const int32_t *w0_ind, const float *w0_val, int warm,
-                                   const double *old_mass, int n_threads) {
+                                   int64_t *res_start, int64_t *res_count, int64_t *res_iter, const int64_t *w0_ptr,
+                                   const int32_t *w0_ind, const float *w0_val, int warm, int n_threads) {
     train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
-                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter, res_sv,
-                      w0_ptr, w0_ind, w0_val, warm, old_mass, 0};
+                      bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
+                      w0_ptr, w0_ind, w0_val, warm, 0};
     return train_batch(&a, n_threads);
 }

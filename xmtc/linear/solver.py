@@ -161,7 +161,7 @@ def _prepare(X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, thresho
 # --------------------------------------------------------------------------------------------------
 
 def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=0.1, max_iter=100,
-                threshold=0.05, n_threads=None, init=None, warm=None, old_mass=None, support=False):
+                threshold=0.05, n_threads=None, init=None, warm=None) -> sp.csc_matrix:
     """Train one L2-loss linear SVM per column of ``Y`` on the rows its parent makes active.
 
     Parameters
@@ -175,16 +175,13 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
         projected gradients) and epoch limit.  threshold : weights with ``|w| < threshold`` are dropped
         (PECOS's rule); the bias weight is kept whenever it is nonzero.  n_threads : worker threads,
         default every CPU the process may use; the result does not depend on it.
-    init : (d + 1, K) sparse old weights to start from, with ``warm`` "proximal", "dual" or "curvature"
-        (module doc). The proximal modes keep an output's old weights on features that none of its rows has.
-    old_mass : (K,) with ``warm="curvature"``: each output's support vectors in its old fit (see
-        :mod:`xmtc.linear.update`); a negative entry ``-r`` sets the old-to-new support ratio to ``r`` itself.
-    support : also return each output's support vectors (rows with a nonzero dual variable at the end).
+    init : (d + 1, K) sparse old weights to start from, with ``warm`` "proximal" or "dual" (module doc).
+        Proximal keeps an output's old weights on features that none of its rows has.
 
     Returns
     -------
     W : (d + 1, K) float32 CSC; row ``d`` holds the bias weight, so a decision value is
-        ``x @ W[:d] + bias * W[d]``. With ``support``: ``(W, n_sv)``, n_sv (K,) int64.
+        ``x @ W[:d] + bias * W[d]``.
 
     Degenerate outputs are solved exactly, not special-cased: an output whose parent has no active
     instances and which has no positives has an empty training set, so its optimum is ``w = 0`` (an
@@ -192,19 +189,17 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
     ``-1 / bias`` when its negatives are many) and negative weights on its negatives' features, so it
     scores below zero everywhere it was trained.
     """
-    W, _, n_sv = _train(X, Y, parent_of, active, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
-                        max_iter=max_iter, threshold=threshold, n_threads=n_threads, init=init, warm=warm,
-                        old_mass=old_mass)
-    return (W, n_sv) if support else W
+    return _train(X, Y, parent_of, active, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
+                  max_iter=max_iter, threshold=threshold, n_threads=n_threads, init=init, warm=warm)[0]
 
 
-_WARM = {None: 0, "proximal": 1, "dual": 2, "curvature": 3}
+_WARM = {None: 0, "proximal": 1, "dual": 2}
 
 
 def _warm_arrays(init, warm, shape):
     """The old weights as csc arrays for the kernel (empty ones for a cold start) and the mode code."""
     if warm not in _WARM:
-        raise ConfigError(f"warm must be None, 'proximal', 'dual' or 'curvature', got {warm!r}")
+        raise ConfigError(f"warm must be None, 'proximal' or 'dual', got {warm!r}")
     if warm is not None and init is None:
         raise ConfigError(f"warm={warm!r} needs the old weights (init)")
     W0 = sp.csc_matrix(shape, dtype=np.float32) if warm is None else sp.csc_matrix(init, dtype=np.float32)
@@ -215,21 +210,16 @@ def _warm_arrays(init, warm, shape):
 
 
 def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads, init=None,
-           warm=None, old_mass=None):
-    """train_level, also returning the epochs each output ran (max_iter means it did not converge) and
-    each output's support vectors."""
+           warm=None):
+    """train_level, also returning the epochs each output ran (max_iter means it did not converge)."""
     (X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads) = _prepare(
         X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads)
     n, d = X.shape
     K = Y.shape[1]
     P = active.shape[1]
     w0_ptr, w0_ind, w0_val, mode = _warm_arrays(init, warm, (d + 1, K))
-    if mode == 3:
-        old_mass = np.ascontiguousarray(old_mass, dtype=np.float64)
-        if old_mass.shape != (K,) or not np.all(np.isfinite(old_mass)):
-            raise ValueError(f"old_mass must be {K} finite numbers, got shape {old_mass.shape}")
     if K == 0:
-        return sp.csc_matrix((d + 1, 0), dtype=np.float32), np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+        return sp.csc_matrix((d + 1, 0), dtype=np.float32), np.zeros(0, dtype=np.int64)
 
     x_ptr = X.indptr.astype(np.int64)
     x_ind = X.indices.astype(np.int32, copy=False)
@@ -270,7 +260,6 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
     res_start_all = np.zeros(K, dtype=np.int64)
     res_count = np.zeros(K, dtype=np.int64)
     res_iter = np.zeros(K, dtype=np.int64)
-    res_sv_all = np.zeros(K, dtype=np.int64)
     chunks_rows, chunks_vals, base = [], [], 0
     cap = _OUT_CAP
     dpos, dneg = 0.5 / C_pos, 0.5 / C_neg
@@ -312,7 +301,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         max_u = int(n_feat.max())
         # a proximal block may also hand back all of its outputs' old weights
         extra = np.where(blk_out >= 0, np.diff(w0_ptr)[np.maximum(blk_out, 0)], 0).sum(axis=1).max() \
-            if mode in (1, 3) else 0
+            if mode == 1 else 0
         cap = max(cap, L * (max_u + 1) + int(extra))
         o_rows = np.empty((n_threads, cap), dtype=np.int32)
         o_vals = np.empty((n_threads, cap), dtype=np.float32)
@@ -321,12 +310,10 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         res_start = np.zeros((nblk, L), dtype=np.int64)
         res_cnt = np.zeros((nblk, L), dtype=np.int64)
         res_it = np.zeros((nblk, L), dtype=np.int64)
-        res_sv = np.zeros((nblk, L), dtype=np.int64)
         progress = work_off[:-1].copy()
         while True:
             before = progress.copy()
-            warm_args = (ptr(w0_ptr, np.int64), ptr(w0_ind, np.int32), ptr(w0_val, np.float32), mode,
-                         ptr(old_mass, np.float64) if mode == 3 else None) if mode else ()
+            warm_args = (ptr(w0_ptr, np.int64), ptr(w0_ind, np.int32), ptr(w0_val, np.float32), mode) if mode else ()
             native.check((kern.xmtc_train_batch_warm if mode else kern.xmtc_train_batch)(
                 ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32), ptr(rsq, np.float64),
                 ptr(rows, np.int32), ptr(row_active, np.uint8), ptr(row_off, np.int64), ptr(feat, np.int32),
@@ -334,8 +321,7 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
                 ptr(blk_out, np.int64), ptr(blk_parent, np.int64), ptr(work, np.int64), ptr(work_off, np.int64),
                 ptr(progress, np.int64), bias, dpos, dneg, tol, max_iter, threshold, d, max_m, max_u,
                 ptr(o_rows, np.int32), ptr(o_vals, np.float32), cap, ptr(o_used, np.int64),
-                ptr(res_start, np.int64), ptr(res_cnt, np.int64), ptr(res_it, np.int64), ptr(res_sv, np.int64),
-                *warm_args, n_threads),
+                ptr(res_start, np.int64), ptr(res_cnt, np.int64), ptr(res_it, np.int64), *warm_args, n_threads),
                 "training a batch of outputs")
             for t in range(n_threads):  # harvest each thread's buffer (a loop over threads only)
                 res_start[work[before[t]:progress[t]]] += base
@@ -349,7 +335,6 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         res_start_all[ids] = res_start[valid]
         res_count[ids] = res_cnt[valid]
         res_iter[ids] = res_it[valid]
-        res_sv_all[ids] = res_sv[valid]
 
     all_rows = np.concatenate(chunks_rows) if chunks_rows else np.empty(0, np.int32)
     all_vals = np.concatenate(chunks_vals) if chunks_vals else np.empty(0, np.float32)
@@ -357,10 +342,10 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
     np.cumsum(res_count, out=indptr[1:])
     gather = np.repeat(res_start_all - indptr[:-1], res_count) + np.arange(indptr[-1], dtype=np.int64)
     W = sp.csc_matrix((all_vals[gather], all_rows[gather], indptr), shape=(d + 1, K))
-    W.has_sorted_indices = mode not in (1, 3)  # proximal: the kept old weights follow the trained ones
-    if mode in (1, 3):
+    W.has_sorted_indices = mode != 1  # proximal: the kept old weights follow the trained ones
+    if mode == 1:
         W.sort_indices()
-    return W, res_iter, res_sv_all
+    return W, res_iter
 
 
 def _blocks(outs, start, lanes):

@@ -37,7 +37,7 @@ from .negatives import active_mask, check_negatives
 
 log = logging.getLogger(__name__)
 
-WARM_MODES = ("proximal", "dual", "curvature")
+WARM_MODES = ("proximal", "dual")
 
 
 def place_new_labels(model: HierarchicalLinearModel, X: sp.csr_matrix, Y_new: sp.csr_matrix, *,
@@ -78,7 +78,7 @@ def changed_nodes(parent_of: np.ndarray, active_new: sp.csr_matrix, targets_new:
 
 
 def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proximal", replay=None,
-           old_mass=None, negatives: str = "tfn", beam_size: int = 10, n_threads: int | None = None, progress: bool = False,
+           negatives: str = "tfn", beam_size: int = 10, n_threads: int | None = None, progress: bool = False,
            **solver_kw) -> tuple[HierarchicalLinearModel, dict]:
     """A new model: ``model`` updated with documents ``X_new`` (n, d) and labels ``Y_new`` (n, L'), where
     columns past ``model.n_labels`` are new labels. ``replay=(X_old, Y_old)`` (old columns only) adds the old
@@ -139,14 +139,8 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
                                   format="csc")
             W = W_old
             if changed.size:
-                extra = {}
-                if warm == "curvature":
-                    mass = np.zeros(C.shape[0]) + (old_mass if np.isscalar(old_mass) else 0.0)
-                    if not np.isscalar(old_mass):
-                        mass[:old_mass[t].size] = old_mass[t]
-                    extra = dict(old_mass=mass[changed])
                 W_fit = train_level(X, targets[t][:, changed], parent_of[changed], active, init=W_old[:, changed],
-                                    warm=warm, n_threads=n_threads, **extra, **solver_kw)
+                                    warm=warm, n_threads=n_threads, **solver_kw)
                 W = _replace_columns(W_old, changed, W_fit)
             level = BeamLevel.from_weights(W, parent_of, C.shape[1], bias=lv.bias)
             new_levels.append(level)
