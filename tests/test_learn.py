@@ -280,3 +280,58 @@ def test_read_datasets_names_file_and_line_of_a_bad_line(files, tmp_path):
     bad.write_text('{"text": "ok", "labels": ["a"]}\n{"text": 3}\n', encoding="utf-8")
     with pytest.raises(DataFormatError, match=r"bad\.jsonl.*2"):
         read_datasets([files / "old.tsv", bad])
+
+
+# -- the score calibration across a learn ---------------------------------------------------------------
+def _two_band_calibration(counts):
+    from xmtc.models.calibration import Calibration
+
+    maps = [{"x": np.array([0.0]), "y": np.array([0.2])}, {"x": np.array([0.0]), "y": np.array([0.8])}]
+    return Calibration("isotonic", np.array([10.0]), np.asarray(counts), maps)
+
+
+def test_a_learn_rereads_each_labels_band_from_its_grown_count_against_scaled_edges():
+    from xmtc.models.learning import carry_calibration
+    from xmtc.models.calibration import TIE_BREAK
+
+    cal = _two_band_calibration([12, 4])  # edge 10 over 100 documents: label 0 in band 1, label 1 in band 0
+    # 100 more documents: label 0 gained nothing (12 of 200 <= 20: band 0), label 1 grew to 14 (band 0),
+    # new label 2 has 15 (band 0; against the unscaled edge it would be band 1)
+    carry_calibration(cal, np.array([12, 14, 15]), 100, 200)
+    assert cal.edges.tolist() == [20.0]
+    assert cal.label_counts.tolist() == [12, 14, 15]
+    p = cal.probabilities(np.array([[0, 1, 2]]), np.array([[0.5, 0.5, 0.5]]))
+    assert np.allclose(p, (1 - TIE_BREAK) * 0.2 + TIE_BREAK * 0.5)
+
+
+def test_a_labels_band_stays_when_its_count_grows_with_the_documents():
+    from xmtc.models.learning import carry_calibration
+
+    cal = _two_band_calibration([12, 4])
+    carry_calibration(cal, np.array([30, 8]), 100, 250)  # edge 25: 30 stays above, 8 below
+    assert cal.edges.tolist() == [25.0]
+    bands = np.searchsorted(cal.edges, cal.label_counts, side="left")
+    assert bands.tolist() == [1, 0]
+
+
+def test_the_calibration_counts_documents_of_the_fit_it_was_made_on():
+    from xmtc.models.learning import docs_before
+
+    assert docs_before(_two_band_calibration([60, 40]), np.array([60, 40]), 1000) == 1000.0  # the model's own
+    cal = _two_band_calibration([45, 45])  # refitted on all 1,000 after calibrating on a 10% split
+    assert docs_before(cal, np.array([50, 50]), 1000) == 900.0
+    assert docs_before(None, np.array([50, 50]), 1000) == 1000.0
+
+
+def test_learn_keeps_calibration_counts_and_scales_its_edges(small):
+    from xmtc.models.calibration import calibrate
+
+    model, texts, labels, cut = small
+    m = _copy(model)
+    calibrate(m, texts[cut:cut + 60], labels[cut:cut + 60], n_bands=3)
+    edges, n_before = m.calibration_.edges.copy(), m.n_train_
+    held = list(range(cut + 60, len(texts)))
+    m.learn([texts[i] for i in held], [labels[i] + ["brand-new"] for i in held])
+    assert m.n_train_ == n_before + len(held)
+    assert np.array_equal(m.calibration_.label_counts, m.label_counts_)
+    assert np.allclose(m.calibration_.edges, edges * (n_before + len(held)) / n_before)

@@ -23,7 +23,8 @@ def add_parser(sub, common) -> None:
                     " and refits only the nodes whose training data changed, each pulled toward its old weights"
                     " (the model keeps no training data). The neural methods (xr-transformer, x-transformer,"
                     " lightxml, cascadexml, elias, aplc) refuse: their encoders would need further fine-tuning;"
-                    " retrain them with `xmtc train OLD NEW ...`. A score calibration is kept.")
+                    " retrain them with `xmtc train OLD NEW ...`. A score calibration is kept, its label-frequency"
+                    " bands re-read from the grown label counts.")
     p.add_argument("model_dir")
     p.add_argument("files", nargs="+", metavar="FILE", help="Labelled documents; gzip is read transparently.")
     p.add_argument("-o", "--output", help="Write the updated model here (default: replace MODEL_DIR atomically).")
