@@ -90,3 +90,16 @@ def test_help_lists_every_parameter_with_default():
         assert "--" + f.name.replace("_", "-") in out.stdout
     assert "Children per node of the label tree (k-means clusters per split). (default: 16)" in " ".join(
         out.stdout.split())
+
+
+def test_python_dash_m_xmtc_is_the_command_line(tmp_path):
+    import subprocess
+    import sys
+
+    import xmtc
+
+    out = subprocess.run([sys.executable, "-m", "xmtc", "--version"], capture_output=True, text=True, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == f"xmtc {xmtc.__version__}"
+    bad = subprocess.run([sys.executable, "-m", "xmtc", "train", "--no-such-flag"], capture_output=True, text=True,
+                         cwd=tmp_path)
+    assert bad.returncode == 2 and "--no-such-flag" in bad.stderr
