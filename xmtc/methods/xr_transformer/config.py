@@ -64,8 +64,10 @@ class TransformerParams(LinearTreeParams):
                                choices=("refit", "fine-tuned"))
     matcher_combine: str = param("ranker", "matcher neural: how a label's score is formed. ranker = the ranker's"
                                  " l3-hinge score alone orders the labels inside the matcher's beam; product = that"
-                                 " score times the matcher's beam score (PECOS's XLinearModel.predict(csr_codes=)"
-                                 " rule).", choices=("ranker", "product"))
+                                 " score times the matcher's beam score (X-Transformer's eq. 2 as PECOS's"
+                                 " XLinearModel.predict(csr_codes=) implements it). X-Transformer on"
+                                 " yso-finna-en-2k-20k, one model predicted both ways: ranker 36.30 / 12.44 P@1 /"
+                                 " P@5, product 33.08 / 11.12.", choices=("ranker", "product"))
     checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
                                   " optimiser steps inside a level (0 = only after each level).", minimum=0)
     tree_shape: str = param("full", "Label tree: full = 'branching' children at every level (yso-finna-en-2k-20k:"
