@@ -210,3 +210,11 @@ def test_every_positive_outside_the_sampled_clusters_is_appended_once_in_label_o
     assert cand.tolist() == [[0, 1, 4, 7, 11, -1], [2, 3, 9, 10, -1, -1], [4, 5, 0, 6, 8, 10],
                              [6, 7, -1, -1, -1, -1]]
     assert target.tolist() == [[0, 1, 1, 1, 1, 0], [1, 0, 1, 1, 0, 0], [0, 0, 1, 1, 1, 1], [0] * 6]
+
+
+def test_swa_is_on_by_default_as_in_the_reference_code():
+    """kongds/LightXML trains with --swa in every configuration; the shared shell's default stays off."""
+    from xmtc.models.end_to_end import EndToEndParams
+
+    assert xmtc.LightXML().config.swa is True and xmtc.LightXML().config.train_settings().swa is True
+    assert EndToEndParams().swa is False and xmtc.CascadeXML().config.swa is False
