@@ -50,10 +50,13 @@ Matching and ranking (``matcher``):
 
 Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads;
 benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
-the same host: ``linear`` 35.68 / 11.44 in 497 s; ``neural`` 35.18 / 10.92 in 534 s with the defaults above,
-31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
+the same host: ``linear`` 35.68 / 11.44 in 497 s on the whole tree with product scores, 37.86 / 12.87 with
+``ranker_leaves="nearest"`` and ``matcher_combine="ranker"`` (the same encoder: the linear stage's ~14 CPU s more
+is the cost; PECOS's best on this machine type: 35.66 / 11.74 in 1,059 s); ``neural`` 35.18 / 10.92 in 534 s
+with the defaults above, 31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
 and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level leaves no stale head, measured
-36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear``: ``neural`` is its default.
+36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear`` (product scores, as then):
+``neural`` is its default.
 
 Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
 all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
