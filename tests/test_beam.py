@@ -65,14 +65,17 @@ def exhaustive(X, parents, weights, bias, name, k):
     return idx, sc
 
 
-def python_beam(X, parents, weights, bias, name, k, beam):
-    """The algorithm spelled out per instance: expand the beam, keep the best (score desc, id asc)."""
+def python_beam(X, parents, weights, bias, name, k, beam, label_score="product"):
+    """The algorithm spelled out per instance: expand the beam, keep the best (score desc, id asc); with
+    ``label_score="ranker"`` the labels' scores ignore their clusters' (the beam only picks the candidates)."""
     out_i = np.full((X.shape[0], k), -1, dtype=np.int64)
     out_s = np.zeros((X.shape[0], k), dtype=np.float32)
     raws = [transform(raw_scores(X, W, bias), name) for W in weights]
     for i in range(X.shape[0]):
         cur = [(0, np.float32(1.0))]
         for t, p in enumerate(parents):
+            if t == len(parents) - 1 and label_score == "ranker":
+                cur = [(node, np.float32(1.0)) for node, _ in cur]
             cand = [(c, combine(raws[t][i, c], s, name)) for (node, s) in cur for c in np.flatnonzero(p == node)]
             cand.sort(key=lambda cs: (-cs[1], cs[0]))
             cur = cand[: (k if t == len(parents) - 1 else beam)]
@@ -110,6 +113,46 @@ def test_narrow_beam_equals_python_reference(name, beam, k):
     ref_i, ref_s = python_beam(X, parents, weights, 1.0, name, k, beam)
     np.testing.assert_array_equal(idx, ref_i)
     np.testing.assert_allclose(sc, ref_s, rtol=1e-6, atol=0)
+
+
+@pytest.mark.parametrize("name", ["l3-hinge", "sigmoid"])
+@pytest.mark.parametrize("beam,k", [(1, 3), (2, 5)])
+def test_ranker_label_score_equals_python_reference_and_differs_from_the_product(name, beam, k):
+    rng = np.random.default_rng(2)
+    parents, weights, levels = random_model(rng)
+    X = sp.csr_matrix(dyadic(rng, (30, 40), 0.3))
+    idx, sc = beam_search(X, levels, k, beam_size=beam, post_processor=name, label_score="ranker")
+    ref_i, ref_s = python_beam(X, parents, weights, 1.0, name, k, beam, label_score="ranker")
+    np.testing.assert_array_equal(idx, ref_i)
+    np.testing.assert_allclose(sc, ref_s, rtol=1e-6, atol=0)
+    product = beam_search(X, levels, k, beam_size=beam, post_processor=name)
+    assert not np.array_equal(product[1], sc)
+    # the same candidates (the beam's clusters' labels), only ordered by their own score
+    ranked = beam_search(X, levels, 25, beam_size=beam, post_processor=name, label_score="ranker")[0]
+    assert all(set(r[r >= 0]) == set(q[q >= 0]) for r, q in zip(ranked, beam_search(X, levels, 25, beam_size=beam,
+                                                                                        post_processor=name)[0]))
+
+
+def test_ranker_label_score_by_hand():
+    # root -> clusters {0, 1}; labels 0, 1 under cluster 0 and label 2 under cluster 1; one feature, bias 0
+    W0 = sp.csc_matrix(np.array([[2.0, 0.0], [0.0, 0.0]], dtype=np.float32))        # s(c0) = 2, s(c1) = 0
+    W1 = sp.csc_matrix(np.array([[0.5, -0.5, 3.0], [0.0, 0.0, 0.0]], dtype=np.float32))  # s = 0.5, -0.5, 3
+    levels = [BeamLevel.from_weights(W0, np.zeros(2, int), 1, bias=0.0),
+              BeamLevel.from_weights(W1, np.array([0, 0, 1]), 2, bias=0.0)]
+    X = sp.csr_matrix(np.array([[1.0]], dtype=np.float32))
+    f = lambda s: np.float32(np.exp(-max(0.0, 1.0 - s) ** 3))  # noqa: E731
+    # product: label 2 scores f(0) f(3) = 0.37 < label 0's f(2) f(0.5) = 0.88; ranker alone: f(3) = 1 first
+    idx, sc = beam_search(X, levels, 3, beam_size=2)
+    np.testing.assert_array_equal(idx, [[0, 2, 1]])
+    np.testing.assert_allclose(sc, [[f(2) * f(0.5), f(0) * f(3), f(2) * f(-0.5)]], rtol=1e-6)
+    idx, sc = beam_search(X, levels, 3, beam_size=2, label_score="ranker")
+    np.testing.assert_array_equal(idx, [[2, 0, 1]])
+    np.testing.assert_allclose(sc, [[f(3), f(0.5), f(-0.5)]], rtol=1e-6)
+    # a beam of one cluster: label 2 is no candidate, whatever its own score
+    idx, _ = beam_search(X, levels, 3, beam_size=1, label_score="ranker")
+    np.testing.assert_array_equal(idx, [[0, 1, -1]])
+    with pytest.raises(ConfigError, match="label_score"):
+        beam_search(X, levels, 3, label_score="sum")
 
 
 def test_ties_go_to_smaller_index_and_rows_are_padded():

@@ -169,18 +169,23 @@ def test_transformer_explanation_has_an_embedding_term(tsv_sample, tiny_bert):
     texts, labels = tsv_sample("yso-finna-en-2k-20k", "train", 200)
     model = xmtc.XRTransformer(encoder=tiny_bert, max_leaf_size=20, branching=8, n_threads=2,
                                max_length=8, seed=0, device="cpu").fit(texts, labels, progress=False)
-    expl = model.explain(texts[:3], k=2, n_terms=10_000)
     X = model.transform(texts[:3]).toarray()
     n_tfidf = model.featurizer_.n_features_
-    for i, row in enumerate(expl):
-        for e in row:
-            terms = {t["term"]: t["weight"] for t in e["terms"]}
-            margins = hand_margins(model.models_[0], X[i], model.labels_.index[e["label"]])
-            assert sum(terms.values()) + e["bias"] == pytest.approx(sum(margins), rel=1e-4, abs=1e-5)
-            # the embedding term is the summed contribution of every embedding dimension, along the path
-            path_w = [w for w in (model.models_[0].weights)]
-            node, emb = model.labels_.index[e["label"]], 0.0
-            for t in range(len(path_w) - 1, -1, -1):
-                emb += float(X[i, n_tfidf:] @ path_w[t][n_tfidf:-1, node].toarray().ravel())
-                node = int(model.models_[0].chain[t].indices[node])
-            assert terms["[embedding]"] == pytest.approx(emb, rel=1e-4, abs=1e-6)
+    assert model.matcher_combine == "ranker" and len(model.models_[0].levels_) > 1
+    for combine in ("ranker", "product"):  # ranker: the label's own level alone; product: its whole path
+        model.set_params(matcher_combine=combine)
+        expl = model.explain(texts[:3], k=2, n_terms=10_000)
+        first = len(model.models_[0].levels_) if combine == "product" else 1  # path levels counted, from the label
+        for i, row in enumerate(expl):
+            for e in row:
+                terms = {t["term"]: t["weight"] for t in e["terms"]}
+                margins = hand_margins(model.models_[0], X[i], model.labels_.index[e["label"]])
+                assert e["margin"] == pytest.approx(sum(margins[-first:]), rel=1e-4, abs=1e-5)
+                assert sum(terms.values()) + e["bias"] == pytest.approx(e["margin"], rel=1e-4, abs=1e-5)
+                # the embedding term is the summed contribution of every embedding dimension, along the path
+                path_w = [w for w in (model.models_[0].weights)]
+                node, emb = model.labels_.index[e["label"]], 0.0
+                for t in range(len(path_w) - 1, len(path_w) - 1 - first, -1):
+                    emb += float(X[i, n_tfidf:] @ path_w[t][n_tfidf:-1, node].toarray().ravel())
+                    node = int(model.models_[0].chain[t].indices[node])
+                assert terms["[embedding]"] == pytest.approx(emb, rel=1e-4, abs=1e-6)

@@ -48,6 +48,16 @@ def fitted(sample, encoder_dir):
     return xmtc.XRTransformer(encoder=str(encoder_dir), **FAST).fit(texts, labels, progress=False)
 
 
+@pytest.fixture(scope="module")
+def fitted_linear(sample, encoder_dir):
+    """The default matcher (linear) on a tree the nearest rule cuts: L / max_leaf_size ~ 10 lies between the
+    fine-tuning tree's levels of 8 and 64 clusters, nearer 8."""
+    (texts, labels), _ = sample
+    n_labels = len({x for ls in labels for x in ls})
+    params = {**FAST, "matcher": "linear", "max_leaf_size": -(-n_labels // 10)}
+    return xmtc.XRTransformer(encoder=str(encoder_dir), **params).fit(texts, labels, progress=False)
+
+
 # -- shortlist and heads against their definitions ------------------------------------------------------
 def test_shortlist_equals_eq8_on_a_hand_made_tree():
     # level t-1 has 3 nodes; level t has 6 nodes with parents [0, 0, 1, 1, 2, 2]
@@ -305,6 +315,58 @@ def test_matcher_combine_orders_the_beams_labels_as_defined(fitted, sample, comb
         assert set(idx[i][scores[i] > scores[i][-1] + 1e-5].tolist()) <= set(cand[top].tolist())
 
 
+def test_linear_matcher_defaults_rank_by_the_ranker_on_leaves_of_about_max_leaf_size_labels():
+    model = xmtc.XRTransformer()
+    assert (model.matcher, model.matcher_combine, model.ranker_leaves) == ("linear", "ranker", "nearest")
+    assert model._label_score() == "ranker" and xmtc.XRLinear()._label_score() == "product"
+
+
+def test_ranker_leaves_cut_the_fine_tuning_tree_at_the_level_nearest_l_over_max_leaf_size():
+    from xmtc.index.tree import LabelTree
+
+    # [16, 256, 1994] as yso-finna-en-2k-20k's full tree: 1994 / 100 = 19.9 labels' worth of leaves; 16 is nearer
+    p0, p1 = np.zeros(16, int), np.repeat(np.arange(16), 16)
+    p2 = np.sort(np.r_[np.arange(256), np.random.default_rng(0).integers(0, 256, 1994 - 256)])
+    tree = LabelTree.from_parents([p0, p1, p2])
+    model = xmtc.XRTransformer(max_leaf_size=100)
+    cut = model._ranker_tree(tree, model.config)
+    assert cut.level_sizes == [16, 1994]
+    np.testing.assert_array_equal(cut.parents[-1], p1[p2])  # each label under its level-0 ancestor
+    np.testing.assert_array_equal(cut.parents[0], p0)
+    # 1994 / 8 = 249 leaves wanted: 256 is nearer, the tree stays; so it does with finest or one cluster level
+    model.set_params(max_leaf_size=8)
+    assert model._ranker_tree(tree, model.config) is tree
+    model.set_params(max_leaf_size=100, ranker_leaves="finest")
+    assert model._ranker_tree(tree, model.config) is tree
+    flat = LabelTree.from_parents([np.zeros(16, int), p1])
+    assert xmtc.XRTransformer()._ranker_tree(flat, xmtc.XRTransformer().config) is flat
+
+
+def test_linear_matcher_ranks_its_beams_labels_by_their_ranker_score_alone(fitted_linear, sample):
+    """Leaves at the 8-cluster level; the top-k are the beam clusters' labels by l3-hinge of their own margin."""
+    _, (texts, _) = sample
+    texts = texts[:20]
+    m = fitted_linear
+    hm = m.models_[0]
+    n_labels = m.tree_sizes_[-1]
+    assert m.tree_sizes_ == [8, 64, n_labels] and hm.level_sizes == [8, n_labels]
+    X = m.transform(texts).toarray().astype(np.float64)
+    Xb = np.hstack([X, np.full((len(texts), 1), hm.bias)])
+    W0, W1 = (W.toarray().astype(np.float64) for W in hm.weights)
+    f = lambda s: np.exp(-np.maximum(0.0, 1.0 - s) ** 3)  # noqa: E731
+    clusters, labels = f(Xb @ W0), f(Xb @ W1)
+    parent = hm.chain[1].indices
+    idx, scores = m.predict_topk(texts, 5)
+    product = hm.predict_topk(m.transform(texts), 5, beam_size=m.beam_size)[1]
+    for i in range(len(texts)):
+        beam = np.argsort(-clusters[i], kind="stable")[:m.beam_size]
+        cand = np.flatnonzero(np.isin(parent, beam))
+        top = cand[np.argsort(-labels[i, cand], kind="stable")[:5]]
+        np.testing.assert_allclose(scores[i], labels[i, top], rtol=1e-4, atol=1e-6)
+        assert set(idx[i][scores[i] > scores[i][-1] + 1e-5].tolist()) <= set(top.tolist())
+    assert not np.allclose(product, scores)  # PECOS's product orders them differently
+
+
 def test_matcher_heads_are_eq11_refit_on_the_final_embeddings(fitted, sample):
     """Every matcher head equals the solver's eq. 11 optimum on the finished encoder's training embeddings."""
     from xmtc.methods.xr_transformer.bootstrap import bootstrap_linear
@@ -494,10 +556,11 @@ def test_a_model_saved_before_these_parameters_loads_as_it_was_trained(fitted, s
     manifest = json.loads((path / "manifest.json").read_text())
     params = manifest["params"]
     params["n_trees"] = 1
-    del params["matcher_heads"], params["matcher_combine"]
+    del params["matcher_heads"], params["matcher_combine"], params["ranker_leaves"]
     (path / "manifest.json").write_text(json.dumps(manifest))
     old = xmtc.load(path)
     assert (old.matcher_heads, old.matcher_combine) == ("fine-tuned", "product") and "n_trees" not in old.get_params()
+    assert old.ranker_leaves == "finest"
     fitted_product = fitted.set_params(matcher_combine="product")
     try:
         np.testing.assert_allclose(old.predict_topk(texts[:20], 5)[1], fitted_product.predict_topk(texts[:20], 5)[1],
@@ -508,6 +571,23 @@ def test_a_model_saved_before_these_parameters_loads_as_it_was_trained(fitted, s
     (path / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ModelFormatError, match="n_trees"):
         xmtc.load(path)
+
+
+def test_a_linear_matcher_model_saved_before_ranker_leaves_predicts_with_the_product(fitted_linear, sample, tmp_path):
+    """Its linear model holds its own tree; without ranker_leaves in the manifest it was scored by the product."""
+    _, (texts, _) = sample
+    path = Path(fitted_linear.save(tmp_path / "m"))
+    manifest = json.loads((path / "manifest.json").read_text())
+    del manifest["params"]["ranker_leaves"]
+    (path / "manifest.json").write_text(json.dumps(manifest))
+    old = xmtc.load(path)
+    assert (old.matcher_combine, old.ranker_leaves) == ("product", "finest")
+    hm = fitted_linear.models_[0]
+    expect = hm.predict_topk(fitted_linear.transform(texts[:20]), 5, beam_size=fitted_linear.beam_size)
+    got = old.predict_topk(texts[:20], 5)
+    np.testing.assert_array_equal(got[0], expect[0])
+    np.testing.assert_allclose(got[1], expect[1], rtol=1e-5, atol=1e-6)
+    assert xmtc.load(fitted_linear.save(tmp_path / "new")).matcher_combine == "ranker"
 
 
 def test_missing_encoder_says_how_to_provide_one(sample, tmp_path):

@@ -232,9 +232,17 @@ def beam_step(X: sp.csr_matrix, level: BeamLevel, beam_ids: np.ndarray, beam_sco
     return out_ids, out_sc
 
 
+LABEL_SCORES = ("product", "ranker")
+
+
 def beam_search(X, levels: list[BeamLevel], k: int, *, beam_size: int = 10, post_processor: str = "l3-hinge",
-                n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Top-k leaves (labels) per row: beam ``beam_size`` on inner levels, ``k`` kept at the last."""
+                label_score: str = "product", n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Top-k leaves (labels) per row: beam ``beam_size`` on inner levels, ``k`` kept at the last.
+
+    ``label_score``: ``product`` (PECOS's rule) scores a label ``f(s_label) * score(leaf cluster)``, the
+    post-processed ranker margin times its cluster's beam score; ``ranker`` scores it ``f(s_label)``
+    alone, so the matcher levels only choose which leaf clusters' labels are candidates.
+    """
     if not levels:
         raise ValueError("beam_search needs at least one level")
     if isinstance(k, bool) or int(k) < 1:
@@ -242,10 +250,14 @@ def beam_search(X, levels: list[BeamLevel], k: int, *, beam_size: int = 10, post
     if isinstance(beam_size, bool) or int(beam_size) < 1:
         raise ConfigError(f"beam_size must be a positive integer, got {beam_size!r}")
     post_processor_code(post_processor)
+    if label_score not in LABEL_SCORES:
+        raise ConfigError(f"unknown label_score {label_score!r}; choose one of {', '.join(LABEL_SCORES)}")
     X = prepare_features(X, levels[0].n_features)
     ids, scores = root_beam(X.shape[0])
     for t, level in enumerate(levels):
         keep = int(k) if t == len(levels) - 1 else int(beam_size)
+        if t == len(levels) - 1 and label_score == "ranker":
+            scores = np.where(ids >= 0, 1.0, 0.0).astype(np.float32)  # the beam's clusters, unweighted
         ids, scores = beam_step(X, level, ids, scores, keep, post_processor=post_processor, n_threads=n_threads)
     return ids, scores
 

@@ -90,14 +90,15 @@ def label_paths(levels: list[BeamLevel], labels: np.ndarray) -> np.ndarray:
 
 
 def path_contributions(levels: list[BeamLevel], features: np.ndarray, values: np.ndarray, labels,
-                       post_processor: str = "l3-hinge") -> dict[str, np.ndarray]:
+                       post_processor: str = "l3-hinge", label_score: str = "product") -> dict[str, np.ndarray]:
     """Contributions of one query's features to each label's path margins.
 
     ``features``/``values``: the query's non-zero feature ids and values (a csr row). Returns
     ``contrib`` (len(labels), len(features)): feature j's summed ``x_j W_t[j, n_t]`` over the levels
     the score uses; ``margins`` (len(labels), D): each level's margin ``s_t`` (bias included);
     ``bias`` (len(labels),): the bias part of the used levels; ``used`` (D,) bool: which levels count;
-    ``score`` (len(labels),): the post-processed score recomputed from the margins.
+    ``score`` (len(labels),): the post-processed score recomputed from the margins. With ``label_score="ranker"``
+    (:func:`~xmtc.linear.beam.beam_search`) only the label's own level counts, as with ``noop``.
     """
     code = post_processor_code(post_processor)
     features = np.asarray(features, dtype=np.int64)
@@ -106,7 +107,7 @@ def path_contributions(levels: list[BeamLevel], features: np.ndarray, values: np
     paths = label_paths(levels, labels)
     D = len(levels)
     used = np.ones(D, dtype=bool)
-    if post_processor == "noop":
+    if post_processor == "noop" or label_score == "ranker":
         used[:-1] = False
     contrib = np.zeros((labels.shape[0], features.shape[0]))
     margins = np.zeros((labels.shape[0], D))
@@ -120,9 +121,9 @@ def path_contributions(levels: list[BeamLevel], features: np.ndarray, values: np
             contrib += part
             bias += b
     if code == 0:  # l3-hinge
-        score = np.exp(-(np.maximum(0.0, 1.0 - margins) ** 3).sum(axis=1))
+        score = np.exp(-(np.maximum(0.0, 1.0 - margins[:, used]) ** 3).sum(axis=1))
     elif code == 1:  # sigmoid
-        score = np.prod(1.0 / (1.0 + np.exp(-margins)), axis=1)
+        score = np.prod(1.0 / (1.0 + np.exp(-margins[:, used])), axis=1)
     else:
         score = margins[:, -1].copy()
     return {"contrib": contrib, "margins": margins, "bias": bias, "used": used, "score": score}

@@ -169,16 +169,18 @@ class HierarchicalLinearModel:
 
     # -- prediction ---------------------------------------------------------------------------
     def predict_topk(self, X, k: int = 5, *, beam_size: int = 10, post_processor: str = "l3-hinge",
-                     n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                     label_score: str = "product", n_threads: int | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Top-k labels per row: ``(indices int32 (n, k), scores float32 (n, k))``, best first,
-        ties to the smaller label, -1 / 0 padding when the beam reaches fewer than k labels."""
+        ties to the smaller label, -1 / 0 padding when the beam reaches fewer than k labels;
+        ``label_score`` as in :func:`~xmtc.linear.beam.beam_search`."""
         levels = self._check_fitted()
         post_processor_code(post_processor)
         if not sp.issparse(X):
             raise ConfigError(f"features must be a scipy sparse matrix, got {type(X).__name__}")
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ConfigError(f"features have {X.shape[1]} columns but the model expects {self.n_features}")
-        return beam_search(X, levels, k, beam_size=beam_size, post_processor=post_processor, n_threads=n_threads)
+        return beam_search(X, levels, k, beam_size=beam_size, post_processor=post_processor, label_score=label_score,
+                           n_threads=n_threads)
 
     # -- persistence --------------------------------------------------------------------------
     def to_arrays(self, layout: str = "csc") -> dict[str, np.ndarray]:

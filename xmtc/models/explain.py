@@ -20,7 +20,9 @@ What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the ar
   mean of the trees' scores).
 * **XR-Transformer / X-Transformer**: the rankers see ``[tfidf, w * normalize(embedding)]``; the TF-IDF
   half is decomposed exactly as above and the embedding half is reported as one term,
-  ``"[embedding]"``, the summed contribution of all embedding dimensions. With ``matcher="neural"`` and
+  ``"[embedding]"``, the summed contribution of all embedding dimensions. With ``matcher="linear"`` and
+  ``matcher_combine="ranker"`` (the defaults) the score is the label's ranker's alone, so the label's own
+  level is decomposed, not the matcher nodes above it (``"product"``: the whole path). With ``matcher="neural"`` and
   ``matcher_combine="product"`` the matcher's margins along the label's cluster path (``emb @ W_t[n_t] +
   b_t[n_t]``, all embedding) join that term, their biases go to ``bias``, and ``margin`` sums matcher and
   ranker margins (:func:`neural_label_contributions`); with ``matcher_combine="ranker"`` the matcher only
@@ -83,7 +85,7 @@ def label_contributions(model, X_feat: sp.csr_matrix, labels_per_row: list[list[
         margin = np.zeros(labels.shape[0])
         bias = np.zeros(labels.shape[0])
         for tree in model.models_:
-            res = path_contributions(tree.levels_, feats, vals, labels, model.post_processor)
+            res = path_contributions(tree.levels_, feats, vals, labels, model.post_processor, model._label_score())
             contrib += res["contrib"] / n_trees
             margin += (res["margins"][:, res["used"]].sum(axis=1)) / n_trees
             bias += res["bias"] / n_trees

@@ -224,9 +224,13 @@ class XRLinear(XMCModel):
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self._predict_features(self.transform(X), k)
 
+    def _label_score(self) -> str:
+        """How a label's score joins its cluster's (:func:`~xmtc.linear.beam.beam_search`): PECOS's product."""
+        return "product"
+
     def _predict_features(self, X_feat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Uncalibrated top-k of features from :meth:`transform`."""
-        kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor)
+        kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor, label_score=self._label_score())
         if len(self.models_) == 1:
             return self.models_[0].predict_topk(X_feat, k, **kwargs)
         from ...models.ensemble import average_topk

@@ -55,19 +55,36 @@ class TransformerParams(LinearTreeParams):
                          " PECOS); neural = beam search with the level heads, rankers on TF-IDF + embedding within"
                          " the beam (X-Transformer's design). yso-finna-en-2k-20k, fp32 (benchmarks/RESULTS.md):"
                          " linear P@1 35.68 / P@5 11.44 in 497 s, neural 35.18 / 10.92 in 534 s, PECOS"
-                         " XR-Transformer 34.18 / 10.44 in 1,670 s on the same host; linear is the default.",
+                         " XR-Transformer 34.18 / 10.44 in 1,670 s on the same host; linear is the default, and"
+                         " with ranker_leaves nearest and matcher_combine ranker it measured 37.86 / 12.87.",
                          choices=("neural", "linear"))
     matcher_heads: str = param("refit", "matcher neural: the heads its beam walks. refit = each matcher level's"
                                " head solved again (eq. 11's objective on the eq. 8 shortlist) on the embeddings"
                                " of the finished encoder; fine-tuned = the heads as their level's fine-tuning left"
                                " them, although the encoder went on training on the levels below.",
                                choices=("refit", "fine-tuned"))
-    matcher_combine: str = param("ranker", "matcher neural: how a label's score is formed. ranker = the ranker's"
-                                 " l3-hinge score alone orders the labels inside the matcher's beam; product = that"
-                                 " score times the matcher's beam score (X-Transformer's eq. 2 as PECOS's"
-                                 " XLinearModel.predict(csr_codes=) implements it). X-Transformer on"
-                                 " yso-finna-en-2k-20k, one model predicted both ways: ranker 36.30 / 12.44 P@1 /"
-                                 " P@5, product 33.08 / 11.12.", choices=("ranker", "product"))
+    matcher_combine: str = param("ranker", "How a label's score is formed, either matcher. ranker = the ranker's"
+                                 " post-processed score alone, f(s_label), orders the labels inside the matcher's"
+                                 " beam (the matcher only picks the candidate clusters); product = f(s_label) times"
+                                 " the beam score of the label's cluster (PECOS's rule: XLinearModel.predict, and"
+                                 " predict(csr_codes=) for the neural matcher). Rankers trained with matcher-aware"
+                                 " negatives have seen the other clusters' texts, so their scores compare across"
+                                 " clusters. yso-finna-en-2k-20k, one encoder, matcher linear: P@1 / P@5 37.86 /"
+                                 " 12.87 with ranker against 35.70 / 11.70 with product (ranker_leaves nearest);"
+                                 " matcher neural: 35.18 / 10.92 against 30.56 / 9.12; X-Transformer (neural), one"
+                                 " model predicted both ways: 36.30 / 12.44 against 33.08 / 11.12"
+                                 " (benchmarks/RESULTS.md).",
+                                 choices=("ranker", "product"))
+    ranker_leaves: str = param("nearest", "matcher linear: the leaf clusters of the linear matcher's tree, whose"
+                               " labels the rankers score. nearest = the fine-tuning tree's cluster level whose node"
+                               " count K is nearest to L / max_leaf_size (min |log(K max_leaf_size / L)|), so leaves"
+                               " hold about max_leaf_size labels; the levels below it are left out of the linear"
+                               " model only (fine-tuning walks the whole tree). finest = the fine-tuning tree's last"
+                               " cluster level. A full 16-way tree over-splits when L / max_leaf_size lies just above"
+                               " a power of 16: yso-finna-en-2k-20k's [16, 256, 1994] has leaves of ~8 labels, and"
+                               " nearest's [16, 1994] (~125) measured P@1 / P@5 37.86 / 12.87 against 35.54 / 11.96"
+                               " (one encoder, matcher_combine ranker) for 14 s more CPU in the linear stage.",
+                               choices=("nearest", "finest"))
     checkpoint_every: int = param(0, "With a checkpoint folder: also save the training state every this many"
                                   " optimiser steps inside a level (0 = only after each level).", minimum=0)
     tree_shape: str = param("full", "Label tree: full = 'branching' children at every level (yso-finna-en-2k-20k:"

@@ -21,6 +21,17 @@ Matching and ranking (``matcher``):
   transformer vectorizer Φdnn, refined HLT and {W(t)} are needed during inference"; PECOS 1.2.8's
   ``XTransformer.predict`` (``pecos/xmc/xtransformer/model.py``) encodes with ``only_embeddings=True``,
   concatenates and calls ``concat_model.predict`` without ``csr_codes``: a beam search from the root.
+  Two choices where xmtc departs from PECOS (both selectable):
+
+  - ``ranker_leaves``: ``nearest`` (default) cuts the fine-tuning tree at the cluster level whose size is
+    nearest to ``L / max_leaf_size`` and hangs every label from its ancestor there, so the rankers' leaves
+    hold about ``max_leaf_size`` labels; ``finest`` keeps the whole tree. A full ``branching``-way tree
+    over-splits when ``L / max_leaf_size`` lies just above a power of ``branching``: yso-finna-en-2k-20k's
+    [16, 256, 1994] has leaves of ~8 labels, each ranker trained against the few texts its 10-cluster beam
+    sent there; on [16, 1994] every ranker sees the texts of 10 of 16 clusters.
+  - ``matcher_combine``: ``ranker`` (default) orders the beam's labels by their ranker's score alone,
+    ``product`` multiplies it by the label's cluster's beam score (PECOS). Rankers trained with MAN have
+    met the texts of the other clusters, so their scores compare across clusters.
 * ``neural`` (X-Transformer's matcher->ranker design, KDD'20): a beam search with the level heads over
   the fine-tuned cluster levels (:mod:`xmtc.methods.xr_transformer.matcher`) selects each text's clusters; linear
   rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.linear.cluster_rankers`) score the labels inside them,
@@ -44,10 +55,13 @@ Matching and ranking (``matcher``):
 
 Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads;
 benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
-the same host: ``linear`` 35.68 / 11.44 in 497 s; ``neural`` 35.18 / 10.92 in 534 s with the defaults above,
-31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
+the same host: ``linear`` 35.68 / 11.44 in 497 s on the whole tree with product scores, 37.86 / 12.87 with
+``ranker_leaves="nearest"`` and ``matcher_combine="ranker"`` (the same encoder: the linear stage's ~14 CPU s more
+is the cost; PECOS's best on this machine type: 35.66 / 11.74 in 1,059 s); ``neural`` 35.18 / 10.92 in 534 s
+with the defaults above, 31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
 and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level leaves no stale head, measured
-36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear``: ``neural`` is its default.
+36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear`` (product scores, as then):
+``neural`` is its default.
 
 Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
 all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
@@ -110,6 +124,10 @@ class _TransformerModel(XRLinear):
         for key, value in cls._LEGACY.items():
             if key in params and params[key] == value:
                 del params[key]
+        if "ranker_leaves" not in params:  # saved before the linear matcher had these choices: as trained
+            params["ranker_leaves"] = "finest"
+            if params.get("matcher", cls.config_class.matcher) == "linear":
+                params["matcher_combine"] = "product"
         for key, value in cls._LEGACY_DEFAULTS.items():
             params.setdefault(key, value)
         reader.manifest["params"] = params
@@ -215,7 +233,7 @@ class _TransformerModel(XRLinear):
         self.n_features_ = int(X_cat.shape[1])
         if cfg.matcher == "linear":
             self.models_ = [(linear_fit or plain_linear_fit)(
-                X_cat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
+                X_cat, Y, self._ranker_tree(tree, cfg), negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
                 n_threads=n_threads, progress=progress)]
         else:
@@ -233,6 +251,36 @@ class _TransformerModel(XRLinear):
         log.info("trained %s on %d texts, %d labels in %.1fs", type(self).__name__, len(texts), Y.shape[1],
                  time.perf_counter() - t0)
         return self
+
+    # -- the linear matcher -----------------------------------------------------------------------
+    def _ranker_tree(self, tree, cfg):
+        """The linear matcher's tree: the fine-tuning tree cut at the cluster level ``ranker_leaves`` picks.
+
+        ``nearest``: the cluster level t whose size K_t minimises ``|log(K_t * max_leaf_size / L)|`` (ties to
+        the finer level) becomes the leaves, every label hanging from its level-t ancestor; ``finest`` (or a
+        tree with one cluster level) keeps the tree.
+        """
+        from ..index.tree import LabelTree
+
+        sizes = tree.level_sizes[:-1]  # the cluster levels K_1 .. K_D
+        if cfg.ranker_leaves == "finest" or len(sizes) < 2:
+            return tree
+        target = tree.n_labels / self._leaf_size(cfg, tree.n_labels)
+        gaps = [abs(math.log(k / target)) for k in sizes]
+        t = min(range(len(sizes)), key=lambda i: (gaps[i], -i))
+        if t == len(sizes) - 1:
+            return tree
+        parents = tree.parents
+        up = parents[-1]
+        for level in range(len(sizes) - 1, t, -1):  # label -> its ancestor at level t
+            up = parents[level][up]
+        cut = LabelTree.from_parents(parents[:t + 1] + [up])
+        log.info("linear matcher: leaves at the fine-tuning tree's level of %d clusters (~%.0f labels each),"
+                 " tree %s", sizes[t], tree.n_labels / sizes[t], cut.level_sizes)
+        return cut
+
+    def _label_score(self) -> str:
+        return self.matcher_combine
 
     # -- the neural matcher -----------------------------------------------------------------------
     def _set_matcher(self, chain, levels) -> None:
