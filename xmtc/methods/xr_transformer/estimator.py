@@ -260,7 +260,7 @@ class _TransformerModel(XRLinear):
         the finer level) becomes the leaves, every label hanging from its level-t ancestor; ``finest`` (or a
         tree with one cluster level) keeps the tree.
         """
-        from ..index.tree import LabelTree
+        from ...index.tree import LabelTree
 
         sizes = tree.level_sizes[:-1]  # the cluster levels K_1 .. K_D
         if cfg.ranker_leaves == "finest" or len(sizes) < 2:
