@@ -136,7 +136,9 @@ def render_transformer(data: dict[str, dict], table: dict) -> tuple[str, list[st
                     rows[r["library"]] = {**r, "note": "; ".join(x for x in (r.get("note"), f"run {started}") if x)}
     if pecos is None:
         raise SpecError("XR-Transformer table: no PECOS XR-Transformer row (pecos-xrt) in its runs")
-    text = methods.render_table([*rows.values(), pecos])
+    table_rows = [*rows.values(), pecos]
+    methods.add_ratios(table_rows)  # a run without its own PECOS row (--no-pecos) recorded no ratios
+    text = methods.render_table(table_rows)
     if superseded:
         text += (f"\n\nMeasured again in a later run, the later row shown: {', '.join(superseded)} (the JSON has "
                  "both; an ensemble of an earlier run combined the earlier row).")

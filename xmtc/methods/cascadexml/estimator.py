@@ -67,8 +67,12 @@ class CascadeXMLConfig(EndToEndParams):
                          " the first token's state (the paper). yso-finna-en-2k-20k, all-MiniLM-L6-v2, 3 epochs, no"
                          " re-ranker: test P@1 34.46 mean, 15.50 cls.", choices=("cls", "mean"))
     score: str = param("parent", "Final label score: parent = label x its parent's score (the reference's"
-                       " 'weighted'), path = product along the whole path, label = the label's own score.",
-                       choices=("parent", "path", "label"))
+                       " 'weighted'), path = product along the whole path, label = the label's own score. A"
+                       " prediction setting (set_params on a trained model applies it). yso-finna-en-2k-20k, 3"
+                       " epochs, the network alone, one model: P@1 / P@5 / coverage@P90 34.46 / 12.13 / 0.04"
+                       " parent, 33.20 / 11.72 / 0.10 path, 34.74 / 12.03 / 2.00 label; the parent's factor"
+                       " orders documents by how sure the cluster level was, which is what keeps the parent"
+                       " rule's top-1 scores from telling right from wrong.", choices=("parent", "path", "label"))
 
     def validate(self, source: str) -> None:
         """The list-valued settings' syntax, checked before any data is read (their lengths need the tree)."""
