@@ -381,6 +381,8 @@ def run_rows(args, work: Path, logs: Path, peer_python: str | None, peer_problem
         except Exception:  # noqa: BLE001  (an unregistered method has no config: check_method says so)
             params = args.params.get(name, {})
         problem = check_method(method, params)
+        for variant in args.variants.get(name, []):  # a bad prediction variant is found before training
+            problem = problem or check_method(method, {**params, **variant})
         row["params_passed"] = params
         if problem:
             row["problem"] = problem

@@ -146,11 +146,16 @@ def test_methods_table_end_to_end_with_xr_linear(tmp_path, capsys, recorded_peco
     (pdir / "toy" / "xr-linear").mkdir(parents=True)
     (pdir / "toy" / "xr-linear" / "deep.json").write_text(json.dumps(
         {"max_leaf_size": 1, "branching": 2, "predict_variants": [{"beam_size": 1}]}))
-    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear#deep", "--params-dir", str(pdir),
-                    "--no-pecos", "--json", str(tmp_path / "deep.json")], capsys)
+    (pdir / "toy" / "xr-linear" / "badvariant.json").write_text(json.dumps({"predict_variants": [{"beem": 1}]}))
+    rc, out = _run([*base, "--reuse-features", "--methods", "xr-linear#deep,xr-linear#badvariant", "--params-dir",
+                    str(pdir), "--no-pecos", "--json", str(tmp_path / "deep.json")], capsys)
     assert rc == 0
     deep = {r["library"]: r for r in json.loads((tmp_path / "deep.json").read_text())["rows"]}
-    assert list(deep) == ["xr-linear#deep", "xr-linear#deep@beam_size=1"]
+    assert list(deep) == ["xr-linear#deep", "xr-linear#deep@beam_size=1", "xr-linear#badvariant"]
+    # a prediction variant the method refuses is a row's problem before anything trains
+    assert deep["xr-linear#badvariant"]["problem"].startswith("bad params for xr-linear") and "beem" in \
+        deep["xr-linear#badvariant"]["problem"]
+    assert not (work / "logs" / "xr-linear#badvariant.npz").exists()
     assert deep["xr-linear#deep"]["params"]["max_leaf_size"] == 1
     assert deep["xr-linear#deep"]["params_file"] == str(pdir / "toy" / "xr-linear" / "deep.json")
     import xmtc
