@@ -238,10 +238,9 @@ class EndToEndModel(XMCModel):
     def _train(self, X: Any, Y: Any, *, labels=None, progress: bool = True, checkpoint_dir=None,
                resume: bool = False) -> None:
         """Train the network (the method's own training; ELIAS extends it with its second stage)."""
-        import torch
 
         from ..features.encoder import Tokenized, load_encoder
-        from ..neural.distributed import device_for, init_distributed
+        from ..neural.distributed import start_training
         from ..neural.training_loop import EndToEndTrainer, representations
         from ..neural.network import Network
         from ..neural.checkpoint import Checkpoint
@@ -254,12 +253,7 @@ class EndToEndModel(XMCModel):
         texts = check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
-        torch.manual_seed(cfg.seed)
-        ctx = init_distributed()
-        device = device_for(ctx, cfg.device)
-        n_threads = resolve_threads(cfg.n_threads)
-        if device.type == "cpu" and not ctx.active:
-            torch.set_num_threads(n_threads)
+        ctx, device, n_threads = start_training(cfg.seed, cfg.device, cfg.n_threads)
         tokenizer, encoder = load_encoder(cfg.encoder, device)
         train_rows, valid_rows = validation_split(len(texts), cfg.valid_size, cfg.seed)
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)

@@ -105,6 +105,23 @@ def device_for(ctx: DistContext, device: str):
     return pick_device(device)
 
 
+def start_training(seed: int, device: str, n_threads: int):
+    """What every neural fit does first: seed torch, join torchrun's group, pick this process's device and,
+    on a CPU outside torchrun, use ``n_threads`` threads (0 = all cores). Returns ``(ctx, device,
+    threads)``."""
+    import torch
+
+    from ..native import resolve_threads
+
+    torch.manual_seed(seed)
+    ctx = init_distributed()
+    dev = device_for(ctx, device)
+    threads = resolve_threads(n_threads)
+    if dev.type == "cpu" and not ctx.active:
+        torch.set_num_threads(threads)
+    return ctx, dev, threads
+
+
 def shard(n: int, ctx: DistContext) -> tuple[int, int]:
     """This process's contiguous share [start, stop) of n items (equal shares, the last may be short)."""
     per = -(-n // ctx.world_size)

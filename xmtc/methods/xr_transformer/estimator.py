@@ -168,11 +168,10 @@ class _TransformerModel(XRLinear):
         matcher and rankers on ``[tfidf, embedding]`` as in :meth:`XRLinear.fit` (e.g. as Ray tasks:
         :func:`xmtc.distributed.ray_backend.linear_fit`); ``matcher="neural"``'s rankers have no such hook.
         """
-        import torch
 
         from ...features.encoder import Tokenized, load_encoder
         from ...neural.checkpoint import Checkpoint
-        from ...neural.distributed import device_for, init_distributed
+        from ...neural.distributed import start_training
         from .finetune import embed_all, multi_resolution_finetune
 
         cfg = self.config
@@ -184,12 +183,7 @@ class _TransformerModel(XRLinear):
         texts = check_texts(X)
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
-        torch.manual_seed(cfg.seed)
-        ctx = init_distributed()
-        device = device_for(ctx, cfg.device)
-        n_threads = resolve_threads(cfg.n_threads)
-        if device.type == "cpu" and not ctx.active:
-            torch.set_num_threads(n_threads)
+        ctx, device, n_threads = start_training(cfg.seed, cfg.device, cfg.n_threads)
         self.featurizer_ = cfg.tfidf().make_featurizer()
         X_tfidf = self.featurizer_.fit_transform(texts)
         tokenizer, encoder = load_encoder(cfg.encoder, device)
