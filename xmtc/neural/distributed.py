@@ -122,6 +122,16 @@ def start_training(seed: int, device: str, n_threads: int):
     return ctx, dev, threads
 
 
+def data_parallel(module, ctx: DistContext, device):
+    """``module`` wrapped in DistributedDataParallel under torchrun, else ``module`` itself.
+    ``find_unused_parameters``: encoders carry parts the pooled representation never uses (BERT's pooler)."""
+    if not ctx.active:
+        return module
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(module, device_ids=[device.index] if device.type == "cuda" else None, find_unused_parameters=True)
+
+
 def shard(n: int, ctx: DistContext) -> tuple[int, int]:
     """This process's contiguous share [start, stop) of n items (equal shares, the last may be short)."""
     per = -(-n // ctx.world_size)

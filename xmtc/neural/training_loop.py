@@ -55,7 +55,7 @@ import torch
 
 from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast
-from .distributed import DistContext
+from .distributed import DistContext, data_parallel
 from .heads import LazyAdam, merge_row_grads
 from .optim import adamw, clip_gradients, lr_schedule
 from .reproducible import deterministic_cpu_ops
@@ -324,11 +324,7 @@ class EndToEndTrainer:
         s, ctx = self.settings, self.ctx
         joint = _joint_module(self.encoder, self.network)
         joint.train()
-        model = joint
-        if ctx.active:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            model = DDP(joint, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                        find_unused_parameters=True)
+        model = data_parallel(joint, ctx, self.device)
         pending: list = []
         t0, seen = time.perf_counter(), 0
         bar = progress_bar(progress and ctx.is_main, total=len(self.batches), initial=self.micro,

@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from ...errors import ConfigError
 from ...features.encoder import Tokenized, autocast, embed, encode
 from .bootstrap import BOOTSTRAPS, start_head
-from ...neural.distributed import DistContext, gather_rows, shard
+from ...neural.distributed import DistContext, data_parallel, gather_rows, shard
 from ...neural.heads import LazyAdam, RowSparseHead, merge_row_grads
 from ...neural.optim import adamw, clip_gradients, lr_schedule
 from ...neural.reproducible import deterministic_cpu_ops
@@ -179,12 +179,7 @@ class LevelTrainer:
         s, ctx = self.settings, self.ctx
         embedder = _embedder(self.encoder, s.pooling)
         embedder.train()
-        model = embedder
-        if ctx.active:
-            from torch.nn.parallel import DistributedDataParallel as DDP
-            # find_unused_parameters: encoders carry parts the pooled embedding never uses (BERT's pooler)
-            model = DDP(embedder, device_ids=[self.device.index] if self.device.type == "cuda" else None,
-                        find_unused_parameters=True)
+        model = data_parallel(embedder, ctx, self.device)
         base_lrs = self.base_lrs
         full = self.prev_topk is None and self.prev_positive is None
         t0, seen = time.perf_counter(), 0
