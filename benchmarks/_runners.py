@@ -31,7 +31,6 @@ from _runner_base import EXIT_NOT_INSTALLED, NotInstalled, Timer, _load, _n_test
 
 RUNNERS = {**_runners_linear.RUNNERS, **_runners_transformer.RUNNERS, **_runners_methods.RUNNERS}
 NEEDS = {**_runners_transformer.NEEDS, **_runners_methods.NEEDS}
-run_xmtc_latency = _runners_methods.run_xmtc_latency
 
 
 def main(argv=None) -> int:
@@ -55,7 +54,7 @@ def main(argv=None) -> int:
     result_path = Path(args.result)
     try:
         if args.library == "xmtc-latency":
-            result = run_xmtc_latency(args)
+            result = _runners_methods.run_xmtc_latency(args)
         else:
             timer = Timer()
             t0 = time.perf_counter()

@@ -161,17 +161,6 @@ def parse_args(argv=None):
     stray = sorted(set(args.params) - set(args.methods))
     if stray:
         ap.error(f"--params for {stray}, which --methods does not list")
-    args.params_files, args.variants = {}, {}
-    for name in args.methods:
-        path = params_file(args.params_dir, "yso-finna-en" if args.full else args.dataset, name)
-        if path is None:
-            continue
-        try:
-            from_file, args.variants[name] = read_params_file(path)
-        except ValueError as exc:
-            ap.error(str(exc))
-        args.params_files[name] = str(path)
-        args.params[name] = {**from_file, **args.params.get(name, {})}
     args.ensemble = [m.strip() for m in args.ensemble.split(",") if m.strip()]
     missing = sorted(set(args.ensemble) - set(args.methods))
     if missing and not args.rows_from:
@@ -184,6 +173,17 @@ def parse_args(argv=None):
         args.dataset = "yso-finna-en"
         args.max_train = args.max_train or FULL_CUT[0]
         args.max_test = args.max_test or FULL_CUT[1]
+    args.params_files, args.variants = {}, {}
+    for name in args.methods:
+        path = params_file(args.params_dir, args.dataset, name)
+        if path is None:
+            continue
+        try:
+            from_file, args.variants[name] = read_params_file(path)
+        except ValueError as exc:
+            ap.error(str(exc))
+        args.params_files[name] = str(path)
+        args.params[name] = {**from_file, **args.params.get(name, {})}
     args.featurizer, args.featurizer_race = "xmtc", False  # PECOS is handed xmtc's TF-IDF, as in transformer.py
     if args.encoder is not None or transformer.default_encoder() is not None or (
             not args.no_pecos and not args.pecos_from):
