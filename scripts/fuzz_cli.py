@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import os
 import random
@@ -81,7 +82,8 @@ def mutate_model(rng: random.Random, folder: Path) -> str:
     """Break a copy of a model folder in place; returns what was done."""
     manifest = json.loads((folder / "manifest.json").read_text())
     files = sorted(manifest["files"]) + ["manifest.json"]
-    kind = rng.choice(["bytes", "bytes", "bytes", "delete", "symlink", "escape", "manifest-value", "extra-stage-file"])
+    kind = rng.choice(["bytes", "bytes", "bytes", "delete", "symlink", "escape", "manifest-value", "manifest-any",
+                       "extra-stage-file"])
     name = rng.choice(files)
     if kind == "bytes":
         (folder / name).write_bytes(mutate_bytes(rng, (folder / name).read_bytes()))
@@ -104,9 +106,43 @@ def mutate_model(rng: random.Random, folder: Path) -> str:
         key = rng.choice(sorted(st))
         st[key] = rng.choice([None, -1, 2**70, "x", [], {}, 1.5, True, "../labels.json"])
         (folder / "manifest.json").write_text(json.dumps(manifest))
+    elif kind == "manifest-any":
+        name = edit_json(rng, manifest)
+        (folder / "manifest.json").write_text(json.dumps(manifest))
     else:
         (folder / "unlisted.bin").write_bytes(b"junk")  # harmless: not a stage folder
     return f"{kind} {name}"
+
+
+def edit_json(rng: random.Random, doc) -> str:
+    """One edit anywhere in a JSON document, in place: a key renamed or dropped, a value replaced by one of
+    another type or an edge value, or a list entry duplicated or dropped. Returns the edited path."""
+    path, node = [], doc
+    while isinstance(node, (dict, list)) and node and rng.random() < 0.75:
+        key = rng.choice(sorted(node)) if isinstance(node, dict) else rng.randrange(len(node))
+        if not isinstance(node[key], (dict, list)) or not node[key]:
+            break
+        path.append(key)
+        node = node[key]
+    if not isinstance(node, (dict, list)) or not node:
+        return "/".join(map(str, path)) + " (nothing to edit)"
+    key = rng.choice(sorted(node)) if isinstance(node, dict) else rng.randrange(len(node))
+    op = rng.choice(["value", "value", "value", "rename", "drop", "duplicate"])
+    if op == "rename" and isinstance(node, dict):
+        node[key + rng.choice(["_", "X", ".json"])] = node.pop(key)
+    elif op == "drop":
+        del node[key]
+    elif op == "duplicate" and isinstance(node, list):
+        node.insert(key, json.loads(json.dumps(node[key])))
+    else:
+        old = node[key]
+        pool = [None, -1, 0, 2**70, 1e308, "x", "", [], {}, 1.5, True, "../labels.json", [1, 2]]
+        if isinstance(old, (int, float)) and not isinstance(old, bool):
+            pool += [old + 1, old - 1, -old, old * 1000]
+        if isinstance(old, str):
+            pool += [old.upper(), old + "x", old[:-1]]
+        node[key] = rng.choice([v for v in pool if type(v) is not type(old) or v != old])
+    return "/".join(map(str, [*path, key])) + f" ({op})"
 
 
 # -- inputs ---------------------------------------------------------------------------------------------
@@ -132,12 +168,49 @@ def prepare(work: Path, data: Path) -> dict:
     out = run(["train", str(work / "train.tsv"), "-o", str(model), "-q"], 600)
     if out.returncode != 0:
         sys.exit(f"could not train the base model: {out.stderr}")
-    return {"model": model, **{n: work / n for n in inputs}}
+    return {"model": model, "models": [model, *other_models(work, data)], **{n: work / n for n in inputs}}
+
+
+def other_models(work: Path, data: Path) -> list[Path]:
+    """Model folders of other kinds to break: XR-Linear with the label-text route (its label file's labels
+    without training documents), and a tiny LightXML (encoder folder, network, history) where torch is
+    installed. Both train on Reuters-like English so the base inputs predict with them."""
+    yso = gzip.open(data / "yso-finna-en-2k-20k" / "train.txt.gz", "rt", encoding="utf-8").read().splitlines()[:300]
+    (work / "yso.tsv").write_text("\n".join(yso) + "\n", encoding="utf-8")
+    made = []
+    route = work / "model-route"
+    out = run(["train", str(work / "yso.tsv"), "--label-file", str(data / "yso-finna-en" / "labels.txt.gz"),
+               "-o", str(route), "-q"], 600)
+    if out.returncode != 0:
+        sys.exit(f"could not train the label-route model: {out.stderr}")
+    made.append(route)
+    try:
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError:
+        return made
+    spec = importlib.util.spec_from_file_location("xmtc_conftest", ROOT / "tests" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    texts = [line.split("\t", 1)[-1] for line in (work / "train.tsv").read_text(encoding="utf-8").splitlines()]
+    bert = conftest.make_tiny_bert(work / "tiny-bert", texts, vocab_size=2000)
+    neural = work / "model-lightxml"
+    out = run(["train", str(work / "train.tsv"), "--method", "lightxml", "--encoder", str(bert), "--epochs", "1",
+               "--max-length", "16", "--cluster-size", "8", "--topk", "4", "--head-init", "random",
+               "--valid-size", "0", "-o", str(neural), "-q"], 600)
+    if out.returncode != 0:
+        sys.exit(f"could not train the LightXML model: {out.stderr}")
+    return [*made, neural]
+
+
+def cli_env() -> dict:
+    """The environment a case's subprocess runs in: this checkout's xmtc first on the path."""
+    return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
 def run(args, timeout: float) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    return subprocess.run([sys.executable, "-m", "xmtc.cli", *args], capture_output=True, timeout=timeout, env=env)
+    return subprocess.run([sys.executable, "-m", "xmtc.cli", *args], capture_output=True, timeout=timeout,
+                          env=cli_env())
 
 
 # -- one case -----------------------------------------------------------------------------------------------
@@ -145,7 +218,7 @@ def make_case(rng: random.Random, base: dict, case_dir: Path) -> tuple[list[str]
     """(argv, files that may be named in an error, output path that must not be half-written, note)."""
     command = rng.choice(["train", "train", "predict", "predict", "evaluate", "info"])
     model = case_dir / "model"
-    shutil.copytree(base["model"], model)
+    shutil.copytree(rng.choice(base["models"]), model)
     if command == "train":
         which = rng.choice(["train.tsv", "train.jsonl", "train_xc.txt", "config.json"])
         out = case_dir / rng.choice(["new", "model"])  # a fresh folder, or over the existing model
@@ -208,8 +281,11 @@ def judge(argv, named, out_path: Path | None, proc, case_dir: Path, model_before
         rows = [json.loads(line) for line in out_path.read_text(encoding="utf-8").splitlines()]
         raw = Path(argv[2]).read_bytes()
         n_in = raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
-        if len(rows) != n_in or not all(set(r) == {"labels", "scores"} for r in rows):
+        if len(rows) != n_in:
             return f"predict wrote {len(rows)} rows for {n_in} input lines"
+        for i, r in enumerate(rows, 1):  # see xmtc.models.records.prediction_records
+            if r.get("line") != i or len(r.get("labels", ())) != len(r.get("scores", [None])):
+                return f"prediction row {i} is malformed: {json.dumps(r)[:200]}"
         return None
     if command == "evaluate":
         obj = json.loads(stdout)

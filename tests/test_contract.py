@@ -95,6 +95,20 @@ def test_params_round_trip_and_are_validated(fitted):
         cls(not_a_parameter=1)
 
 
+def test_k_above_the_label_count_asks_for_every_label(fitted, sample):
+    """``k`` past the labels is ``k`` = the number of labels (a row holds no more): a huge ``k`` (a typo, a
+    fuzzer's 10**12) neither allocates what it names nor fails. (The first ranks need not equal a smaller
+    k's: APLC's pruned search and the beams widen with k.)"""
+    method, _, model, _ = fitted
+    _, (test, _) = sample
+    n = model.n_labels
+    idx, scores = model.predict_topk(test[:3], 10**12)
+    assert idx.shape == scores.shape == (3, n)
+    all_idx, all_scores = model.predict_topk(test[:3], n)
+    np.testing.assert_array_equal(idx, all_idx)
+    np.testing.assert_array_equal(scores, all_scores)
+
+
 def test_predicting_before_fitting_is_an_error(fitted):
     with pytest.raises(NotFittedError):
         type(fitted[2])().predict_topk(["a text"], 3)

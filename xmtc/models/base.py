@@ -180,6 +180,9 @@ def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: b
     Y, _ = as_label_matrix(Y, predictor.labels_, n, unknown_labels="extend")
     threshold = resolve_threshold(predictor, threshold)
     idx, scores = topk if topk is not None else predictor.predict_topk(X, max(ks), progress=progress)
+    if idx.shape[1] < max(ks):  # a model with fewer labels than k: its missing ranks are misses
+        pad = ((0, 0), (0, max(ks) - idx.shape[1]))
+        idx, scores = np.pad(idx, pad, constant_values=-1), np.pad(scores, pad)
     return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=predictor.label_counts_,
                     n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold)
 
@@ -246,12 +249,15 @@ class XMCModel:
                      batch_size: int = 8192) -> tuple[np.ndarray, np.ndarray]:
         """Top-k label indices (int32, -1 padded) and scores (float32), best first, one row per input.
 
+        A ``k`` above the model's number of labels asks for every label: the arrays are then
+        ``n_labels`` wide (a row can hold no more), so ``k=10**12`` cannot allocate what it names.
         Inputs are processed in batches so that featurizing a large file never holds all of its
         features at once, and so that a progress bar can show documents/s and the ETA.
         """
         self._check_fitted()
         if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
             raise ConfigError(f"k must be a positive integer, got {k!r}")
+        k = min(int(k), max(self.n_labels, 1))
         if isinstance(X, (str, bytes)):
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)

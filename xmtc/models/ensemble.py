@@ -31,6 +31,8 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..errors import ConfigError
+
 
 def topk_matrix(indices: np.ndarray, scores: np.ndarray, n_labels: int) -> sp.csr_matrix:
     """(indices, scores) with -1 padding -> csr (n, n_labels); duplicates in a row are summed."""
@@ -177,7 +179,6 @@ class Ensemble:
     method = "ensemble"
 
     def __init__(self, models, combine: str = "average", weights=None, k_each: int = 20):
-        from ..errors import ConfigError
 
         self.models = list(models)
         if not self.models:
@@ -212,6 +213,10 @@ class Ensemble:
         self.label_counts_ = counts.astype(np.int64) if exact else counts
 
     def predict_topk(self, X, k: int = 5, *, progress: bool = False):
+        """The members' top-k combined; like a model's, at most as wide as the ensemble's labels."""
+        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+            raise ConfigError(f"k must be a positive integer, got {k!r}")
+        k = min(int(k), max(len(self.labels_), 1))
         parts = []
         for m, ids in zip(self.models, self.member_ids_):
             idx, sc = m.predict_topk(X, max(k, self.k_each), progress=progress)
