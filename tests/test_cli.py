@@ -60,6 +60,21 @@ def test_evaluate_json(model_dir, files, capsys):
     assert metrics["P@1"] > 80.0
 
 
+def test_k_past_the_labels_is_every_label(model_dir, files, capsys):
+    """``-k`` above the model's label count (a fuzzer's 10**12) predicts every label and evaluates with the
+    missing ranks as misses, instead of allocating k columns."""
+    n_labels = len(json.loads((model_dir / "labels.json").read_text())["names"])
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "-k", str(10**12), "-q"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 20 and max(len(r["labels"]) for r in rows) <= n_labels
+    assert main(["evaluate", str(model_dir), str(files / "test.jsonl"), "--json", "-q", "-k", str(10**12)]) == 0
+    big = json.loads(capsys.readouterr().out)
+    assert main(["evaluate", str(model_dir), str(files / "test.jsonl"), "--json", "-q", "-k", str(n_labels)]) == 0
+    full = json.loads(capsys.readouterr().out)
+    assert big[f"P@{10**12}"] == pytest.approx(full[f"P@{n_labels}"] * n_labels / 10**12, abs=1e-4)
+    assert big[f"R@{10**12}"] == full[f"R@{n_labels}"] and big["P@1"] == full["P@1"]
+
+
 def test_errors_are_one_line(model_dir, files, capsys, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"branchng": 4}))

@@ -175,6 +175,23 @@ def test_a_label_listed_twice_is_found_once():
     assert m["P@3"] == pytest.approx(100 * 2 / 6) and m["R@3"] == pytest.approx(100.0)
 
 
+def test_ranks_past_the_predictions_are_misses():
+    """Predictions narrower than k equal the same predictions padded with -1 to k (the definition), for
+    every metric; a k of 10**12 allocates nothing k wide and divides P@k by it."""
+    counts, n_train = np.array([5, 1, 9, 2, 4]), 20
+    padded = np.pad(PRED_HAND, ((0, 0), (0, 4)), constant_values=-1)
+    scores = np.linspace(1, 0.1, PRED_HAND.size).reshape(PRED_HAND.shape).astype(np.float32)
+    narrow = evaluate(Y_HAND, (PRED_HAND, scores), ks=(1, 5, 7), train_label_counts=counts, n_train=n_train,
+                      coverage=True, scores=True)
+    wide = evaluate(Y_HAND, (padded, np.pad(scores, ((0, 0), (0, 4)))), ks=(1, 5, 7), train_label_counts=counts,
+                    n_train=n_train, coverage=True, scores=True)
+    assert narrow.keys() == wide.keys() and all(narrow[k] == pytest.approx(wide[k]) for k in wide)
+    huge = evaluate(Y_HAND, PRED_HAND, ks=(3, 10**12))
+    assert huge["P@1000000000000"] == pytest.approx(huge["P@3"] * 3 / 10**12)
+    assert huge["R@1000000000000"] == pytest.approx(huge["R@3"])
+    assert huge["nDCG@1000000000000"] == pytest.approx(evaluate(Y_HAND, padded, ks=(7,))["nDCG@7"])
+
+
 # -- error paths -------------------------------------------------------------------------------------
 def test_errors_shapes_and_types():
     with pytest.raises(DataFormatError, match="sparse matrix"):
@@ -185,10 +202,6 @@ def test_errors_shapes_and_types():
         evaluate(Y_HAND, PRED_HAND[:, 0], ks=(1,))
     with pytest.raises(DataFormatError, match="predictions have shape"):
         evaluate(Y_HAND, PRED_HAND[None], ks=(1,))
-    with pytest.raises(DataFormatError, match="hold top-3, metrics need top-5"):
-        evaluate(Y_HAND, PRED_HAND, ks=(1, 5))
-    with pytest.raises(DataFormatError, match="hold top-3, metrics need top-4"):
-        evaluate(Y_HAND, PRED_HAND, ks=(4, 1))
     with pytest.raises(DataFormatError, match="integers below 5"):
         evaluate(Y_HAND, np.array([[5], [0], [1]]), ks=(1,))
     with pytest.raises(DataFormatError, match="integers below 5"):

@@ -43,3 +43,14 @@ def test_cli_evaluate_and_info_plots(reuters_small, tmp_path, capsys):
     for name in ("report.png", "tree.png"):
         data = (tmp_path / name).read_bytes()
         assert data.startswith(PNG) and len(data) > 20_000, name
+    # a path whose extension matplotlib cannot write is one error line, before any work, and writes nothing
+    for command in (["evaluate", str(tmp_path / "m"), str(tmp_path / "test.tsv")], ["info", str(tmp_path / "m")]):
+        capsys.readouterr()
+        assert main([*command, "-q", "--plot", str(tmp_path / "r.1.5")]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"xmtc: error: {tmp_path / 'r.1.5'}: a plot file must end"), err
+        assert ".png" in err and ".svg" in err
+    # the format follows the extension and the file appears whole: nothing temporary is left beside it
+    assert main(["info", str(tmp_path / "m"), "--plot", str(tmp_path / "tree.svg"), "-q"]) == 0
+    assert (tmp_path / "tree.svg").read_text().lstrip().startswith("<?xml")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m", "report.png", "test.tsv", "tree.png", "tree.svg"]

@@ -292,6 +292,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from .models.base import apply_threshold, evaluate_predictor, resolve_threshold
 
+    if args.plot:
+        from .plots import image_format
+        image_format(args.plot)  # a path matplotlib cannot write is an error before the evaluation
     model = load(args.model_dir)
     if args.raw_scores:
         model.calibration_ = None

@@ -200,7 +200,9 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
     and, when ``threshold`` is given, ``F1@T`` over the top max(ks).
 
     ``Y_true`` is the (n, L) sparse label matrix (any non-zero is a true label); ``predictions`` is
-    ``(indices, scores)`` or just ``indices``, shape (n, k') with k' >= max(ks), -1 padded.
+    ``(indices, scores)`` or just ``indices``, shape (n, k'), -1 padded. Ranks past k' are misses: a model
+    with fewer labels than k predicts no more than its labels, and P@k still divides by k. Nothing is
+    allocated k wide, so a k of 10**12 costs what k' costs.
     Keys come in the order P, R, nDCG, PSP, coverage, each for ascending k.
     """
     ks = _check_ks(ks)
@@ -210,25 +212,29 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
     Y = binary_csr(Y_true)
     if indices.ndim != 2 or indices.shape[0] != Y.shape[0]:
         raise DataFormatError(None, None, f"predictions have shape {indices.shape}, expected ({Y.shape[0]}, k)")
-    if indices.shape[1] < max(ks):
-        raise DataFormatError(None, None, f"predictions hold top-{indices.shape[1]}, metrics need top-{max(ks)}")
     if indices.size and (indices.dtype.kind not in "iu" or indices.max() >= Y.shape[1]):
         raise DataFormatError(None, None, f"predicted label ids must be integers below {Y.shape[1]}")
+    depth = min(max(ks), indices.shape[1])  # ranks that hold predictions; the rest are misses
+    indices = indices[:, :depth]
     hits = hits_matrix(Y, indices)
     n = max(Y.shape[0], 1)
     n_true = np.diff(Y.indptr)
-    discount = 1.0 / np.log2(np.arange(2, max(ks) + 2))
+    discount = 1.0 / np.log2(np.arange(2, max(depth, min(max(ks), int(n_true.max(initial=0)))) + 2))
     cum_hits = np.cumsum(hits, axis=1)
+
+    def hits_in_top(k: int) -> np.ndarray:
+        return cum_hits[:, min(k, depth) - 1] if depth else np.zeros(Y.shape[0])
+
     out: dict[str, float] = {}
     for k in ks:
-        out[f"P@{k}"] = 100.0 * float(cum_hits[:, k - 1].sum()) / (k * n)
+        out[f"P@{k}"] = 100.0 * float(hits_in_top(k).sum()) / (k * n)
     for k in ks:
-        recall = np.divide(cum_hits[:, k - 1], n_true, out=np.zeros(Y.shape[0]), where=n_true > 0)
+        recall = np.divide(hits_in_top(k), n_true, out=np.zeros(Y.shape[0]), where=n_true > 0)
         out[f"R@{k}"] = 100.0 * float(recall.sum()) / n
     ideal_by_count = np.concatenate([[0.0], np.cumsum(discount)])
     for k in ks:
-        dcg = (hits[:, :k] * discount[:k]).sum(axis=1)
-        ideal = ideal_by_count[np.minimum(n_true, k)]
+        dcg = (hits[:, :k] * discount[:min(k, depth)]).sum(axis=1)
+        ideal = ideal_by_count[np.minimum(n_true, min(k, ideal_by_count.size - 1))]
         out[f"nDCG@{k}"] = 100.0 * float(np.divide(dcg, ideal, out=np.zeros_like(dcg), where=ideal > 0).sum()) / n
     if train_label_counts is not None:
         if not n_train:

@@ -33,6 +33,32 @@ def _pyplot():
     return plt
 
 
+def image_format(path) -> str:
+    """The image format a plot path names by its extension (``report.png`` -> ``png``), checked before any
+    work is done: an unknown one is a one-line error naming the path, not matplotlib's traceback after an
+    evaluation."""
+    from pathlib import Path
+
+    from .errors import ConfigError
+
+    supported = sorted(_pyplot().figure().canvas.get_supported_filetypes())
+    _pyplot().close("all")
+    fmt = Path(str(path)).suffix.lower().lstrip(".")
+    if fmt not in supported:
+        raise ConfigError(f"{path}: a plot file must end in one of .{', .'.join(supported)}")
+    return fmt
+
+
+def _save(fig, path) -> None:
+    """Write ``fig`` to ``path`` whole or not at all (a sibling temporary file, renamed on success)."""
+    from .data.io import atomic_output
+
+    fmt = image_format(path)
+    with atomic_output(path, binary=True) as fh:
+        fig.savefig(fh, format=fmt, dpi=100)
+    _pyplot().close(fig)
+
+
 def decile_of_labels(train_counts: np.ndarray, n_labels: int) -> np.ndarray:
     """Decile 0 (rarest) .. 9 (most frequent) of every label by training count; test-only labels: 0."""
     counts = np.zeros(n_labels)
@@ -180,8 +206,7 @@ def evaluation_report(path, Y, idx: np.ndarray, scores: np.ndarray, train_counts
 
     fig.suptitle(title or f"evaluation on {Y.shape[0]} documents")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def tree_report(path, level_sizes_per_tree: list[list[int]], leaf_sizes_per_tree: list[np.ndarray], *,
@@ -220,8 +245,7 @@ def tree_report(path, level_sizes_per_tree: list[list[int]], leaf_sizes_per_tree
     ax[1].grid(alpha=0.3, axis="y")
     fig.suptitle(title)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(fig, path)
 
 
 def model_tree_report(path, model, title: str = "") -> None:

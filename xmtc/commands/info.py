@@ -72,6 +72,9 @@ def _size(path) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.plot:
+        from ..plots import image_format
+        image_format(args.plot)
     info = describe(args.model_dir)
     if args.json:
         print(json.dumps(info, ensure_ascii=False))

@@ -180,9 +180,6 @@ def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: b
     Y, _ = as_label_matrix(Y, predictor.labels_, n, unknown_labels="extend")
     threshold = resolve_threshold(predictor, threshold)
     idx, scores = topk if topk is not None else predictor.predict_topk(X, max(ks), progress=progress)
-    if idx.shape[1] < max(ks):  # a model with fewer labels than k: its missing ranks are misses
-        pad = ((0, 0), (0, max(ks) - idx.shape[1]))
-        idx, scores = np.pad(idx, pad, constant_values=-1), np.pad(scores, pad)
     return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=predictor.label_counts_,
                     n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold)
 
