@@ -325,21 +325,28 @@ def fuzz(cases: int, seed: int, data: Path, keep: Path | None, timeout: float = 
     return counts
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def command_line(doc: str, run_cases, keep: bool) -> int:
+    """The fuzzers' shared command line: ``--cases --seed --data --timeout`` (and ``--keep``), a JSON summary
+    on stdout, exit 1 when a case failed. ``run_cases(args)`` returns the outcome counts."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--keep", type=Path, default=None, help="Copy failing cases here.")
     ap.add_argument("--timeout", type=float, default=120, help="Seconds before a case counts as a hang.")
+    if keep:
+        ap.add_argument("--keep", type=Path, default=None, help="Copy failing cases here.")
     args = ap.parse_args()
-    if args.keep:
+    if getattr(args, "keep", None):
         args.keep.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    counts = fuzz(args.cases, args.seed, args.data, args.keep, args.timeout)
+    counts = run_cases(args)
     print(json.dumps({"cases": args.cases, "seed": args.seed, "seconds": round(time.perf_counter() - t0, 1),
                       **dict(sorted(counts.items()))}))
     return 1 if counts["FAIL"] else 0
+
+
+def main() -> int:
+    return command_line(__doc__, lambda a: fuzz(a.cases, a.seed, a.data, a.keep, a.timeout), keep=True)
 
 
 if __name__ == "__main__":

@@ -160,17 +160,7 @@ def fuzz(cases: int, seed: int, data: Path, timeout: float = 120, log=print) -> 
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--cases", type=int, default=100)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
-    ap.add_argument("--timeout", type=float, default=120, help="Seconds before a case counts as a hang.")
-    args = ap.parse_args()
-    t0 = time.perf_counter()
-    counts = fuzz(args.cases, args.seed, args.data, args.timeout)
-    print(json.dumps({"cases": args.cases, "seed": args.seed, "seconds": round(time.perf_counter() - t0, 1),
-                      **dict(sorted(counts.items()))}))
-    return 1 if counts["FAIL"] else 0
+    return fuzz_cli.command_line(__doc__, lambda a: fuzz(a.cases, a.seed, a.data, a.timeout), keep=False)
 
 
 if __name__ == "__main__":

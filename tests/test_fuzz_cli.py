@@ -12,9 +12,16 @@ from pathlib import Path
 
 import pytest
 
-_SPEC = importlib.util.spec_from_file_location("fuzz_cli", Path(__file__).resolve().parents[1] / "scripts" / "fuzz_cli.py")
-fuzz_cli = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(fuzz_cli)
+def _script(name: str):
+    """A script of scripts/ as a module (it is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).resolve().parents[1] / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+fuzz_cli = _script("fuzz_cli")
+fuzz_flags = _script("fuzz_flags")
 
 
 @pytest.mark.slow
@@ -33,12 +40,6 @@ def test_mutations_change_the_input():
     rng = random.Random(1)
     data = b"a,b\tsome text\nc\tmore\n"
     assert sum(fuzz_cli.mutate_bytes(rng, data) != data for _ in range(50)) >= 45
-
-
-_FLAGS = importlib.util.spec_from_file_location("fuzz_flags", Path(__file__).resolve().parents[1] / "scripts"
-                                                / "fuzz_flags.py")
-fuzz_flags = importlib.util.module_from_spec(_FLAGS)
-_FLAGS.loader.exec_module(fuzz_flags)
 
 
 @pytest.mark.slow
