@@ -3,9 +3,9 @@
 
 ``scripts/fuzz_cli.py`` breaks the files a command reads; this script keeps them valid and breaks the
 command line instead. Each case starts from a working command of one sub-command (train, predict,
-evaluate, explain, select, calibrate, split, info, learn, labels, ensemble), then replaces the value of
-one or two of that sub-command's options (read from the parser itself, so new options are fuzzed
-without listing them here) with a value from a pool of edge cases (0, -1, nan, inf, 1e308, 10**12,
+evaluate, explain, select, calibrate, split, info, learn, labels, ensemble, encode) on one of the
+models ``fuzz_cli.prepare`` trains, then replaces the value of one or two of that sub-command's
+options (read from the parser itself, so new options are fuzzed without listing them here) with a value from a pool of edge cases (0, -1, nan, inf, 1e308, 10**12,
 empty, words, paths that do not exist), adds an unknown option, or drops a positional argument. A case
 passes when the command, run as a subprocess under an address-space limit, either
 
@@ -42,8 +42,9 @@ MEMORY_LIMIT = 12 << 30  # bytes of address space per case: a request for 10**12
 
 
 def commands(base: dict, case: Path) -> dict[str, list[str]]:
-    """One working command line per sub-command, on the prepared inputs."""
-    model = str(base["model"])
+    """One working command line per sub-command, on the prepared inputs and the case's model (a copy of one
+    of the prepared models: XR-Linear, XR-Linear with the label-text route, a tiny LightXML)."""
+    model = str(case / "model")
     copy = case / "model"
     return {
         "train": ["train", str(base["train.tsv"]), "-o", str(case / "new"), "-q"],
@@ -58,6 +59,7 @@ def commands(base: dict, case: Path) -> dict[str, list[str]]:
         "learn": ["learn", str(copy), str(base["test.tsv"]), "-o", str(case / "learned"), "-q"],
         "labels": ["labels", "find", model, "oil", "--json"],
         "ensemble": ["ensemble", model, model, "--input", str(base["texts.txt"]), "-q"],
+        "encode": ["encode", model, str(base["texts.txt"]), "-o", str(case / "emb.npy"), "-q"],
     }
 
 
@@ -140,7 +142,7 @@ def fuzz(cases: int, seed: int, data: Path, timeout: float = 120, log=print) -> 
         for i in range(cases):
             case = work / f"case{i}"
             case.mkdir()
-            shutil.copytree(base["model"], case / "model")
+            shutil.copytree(rng.choice(base["models"]), case / "model")
             name = rng.choice(sorted(commands(base, case)))
             valid = commands(base, case)[name]
             argv = mutate(rng, valid, options(parser, valid))
