@@ -116,17 +116,21 @@ def mutate_model(rng: random.Random, folder: Path) -> str:
 
 def edit_json(rng: random.Random, doc) -> str:
     """One edit anywhere in a JSON document, in place: a key renamed or dropped, a value replaced by one of
-    another type or an edge value, or a list entry duplicated or dropped. Returns the edited path."""
-    path, node = [], doc
-    while isinstance(node, (dict, list)) and node and rng.random() < 0.75:
-        key = rng.choice(sorted(node)) if isinstance(node, dict) else rng.randrange(len(node))
-        if not isinstance(node[key], (dict, list)) or not node[key]:
-            break
-        path.append(key)
-        node = node[key]
-    if not isinstance(node, (dict, list)) or not node:
-        return "/".join(map(str, path)) + " (nothing to edit)"
-    key = rng.choice(sorted(node)) if isinstance(node, dict) else rng.randrange(len(node))
+    another type or an edge value, or a list entry duplicated or dropped. The place is drawn by top-level
+    section first, then uniformly among that section's entries at every depth, so a stage's ``params``
+    is hit as often as a declared array. Returns the edited path."""
+    if not isinstance(doc, dict) or not doc:
+        return "(nothing to edit)"
+    section = rng.choice(sorted(doc))
+    places = [(doc, section, [])]
+    stack = [(doc[section], [section])]
+    while stack:
+        node, path = stack.pop()
+        for key in (sorted(node) if isinstance(node, dict) else range(len(node))) \
+                if isinstance(node, (dict, list)) else ():
+            places.append((node, key, path))
+            stack.append((node[key], [*path, key]))
+    node, key, path = rng.choice(places)
     op = rng.choice(["value", "value", "value", "rename", "drop", "duplicate"])
     if op == "rename" and isinstance(node, dict):
         node[key + rng.choice(["_", "X", ".json"])] = node.pop(key)

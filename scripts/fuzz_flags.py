@@ -98,10 +98,10 @@ def limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
 
-def run(argv: list[str], timeout: float) -> subprocess.CompletedProcess:
-    env = fuzz_cli.cli_env()
+def run(argv: list[str], timeout: float, cwd: Path) -> subprocess.CompletedProcess:
+    """One case, in its own folder: a relative path a fuzzed value names (``--plot=1.png``) lands there."""
     return subprocess.run([sys.executable, "-m", "xmtc.cli", *argv], capture_output=True, timeout=timeout,
-                          env=env, preexec_fn=limit_memory)
+                          env=fuzz_cli.cli_env(), preexec_fn=limit_memory, cwd=cwd)
 
 
 def judge(argv: list[str], proc: subprocess.CompletedProcess, n_texts: int) -> str | None:
@@ -148,7 +148,7 @@ def fuzz(cases: int, seed: int, data: Path, timeout: float = 120, log=print) -> 
             argv = mutate(rng, valid, options(parser, valid))
             t0 = time.perf_counter()
             try:
-                why = judge(argv, run(argv, timeout), n_texts)
+                why = judge(argv, run(argv, timeout, case), n_texts)
             except subprocess.TimeoutExpired:
                 why = f"hang: no answer in {timeout}s"
             counts["FAIL" if why else "pass"] += 1

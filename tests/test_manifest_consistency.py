@@ -97,6 +97,10 @@ def edits(m: dict):
                 e = copy.deepcopy(m)
                 e["stages"][i]["file"] = other
                 yield f"point stage {stage['name']} at {other}", e
+    for i, stage in enumerate(m["stages"]):  # a stage under a name no loader asks for is read by none
+        e = copy.deepcopy(m)
+        e["stages"][i]["name"] = "x-" + stage["name"]
+        yield f"rename stage {stage['name']}", e
     for extra in ("extra.safetensors", "extra.json", "encoder/extra.json"):
         e = copy.deepcopy(m)
         e["files"][extra] = "0" * 64
@@ -186,6 +190,7 @@ def test_messages_name_the_contradiction(xr_linear):
         "drop declared arrays of tree-0.safetensors": "'arrays' does not declare the arrays of 'tree-0.safetensors'",
         "point stage labels at featurizer.safetensors": "'files' lists 'labels.json', which no stage reads",
         "duplicate stage": "two stages are named",
+        "rename stage featurizer": "stage 'x-featurizer' (type 'tfidf') is not one a xr-linear model reads",
         "drop arrays": "manifest lacks 'arrays'",
     }
     edited = dict(edits(m))
@@ -425,3 +430,34 @@ def test_an_encoder_folder_the_library_cannot_load_is_a_model_format_error(light
     if change == "renamed weight":
         assert "lacks weight" in msg
     _cli_refuses(folder, tmp_path, capsys)
+
+
+def test_edited_stage_params_are_refused_before_they_allocate_or_crash(tsv_sample, tmp_path, capsys):
+    """Values a fuzzer wrote into stage params: an n-gram order of 2**70 (which sized a set of array names
+    by it) and a calibration whose params are a number (which ``xmtc info`` read with .get)."""
+    from xmtc.commands.info import describe
+    from xmtc.models.calibration import calibrate
+    texts, labels = tsv_sample("reuters21578-apte90", "train", 300)
+    model = XRLinear(max_leaf_size=8).fit(texts[:200], labels[:200])
+    model.calibration_ = calibrate(model, texts[200:], labels[200:], k=5)
+    base = tmp_path / "calibrated"
+    model.save(base)
+    capsys.readouterr()  # the fit's progress bars
+    for stage, key, value, where in (("featurizer", "ngram_range", [1, 2**70], "cannot hold n-grams of orders"),
+                                     ("calibration", "params", -1, None)):
+        folder = _copy(base)
+        m = _manifest(base)
+        st = next(s for s in m["stages"] if s["name"] == stage)
+        if key == "params":
+            st["params"] = value
+        else:
+            st["params"][key] = value
+        _write(folder, m)
+        msg = _refused(folder)
+        assert where is None or where in msg, msg
+        if stage == "calibration":
+            with pytest.raises(ModelFormatError, match="stage 'calibration': 'params' must be an object, got -1"):
+                describe(str(folder))
+            assert main(["info", str(folder)]) == 2
+            err = capsys.readouterr().err
+            assert err.count("\n") == 1 and err.startswith(f"xmtc: error: {folder}"), err

@@ -50,9 +50,9 @@ def describe(folder: str) -> dict:
                            if k in fp and not isinstance(fp[k], list) or k == "ngram_range" and k in fp}
     cal = stages.get("calibration")
     if cal:
-        params = cal.get("params") or {}
+        params = _object(reader, cal.get("params"), "stage 'calibration': 'params'")
         out["calibration"] = {"method": params.get("method"), "bands": params.get("n_bands"),
-                              **(params.get("fit_info") or {})}
+                              **_object(reader, params.get("fit_info"), "stage 'calibration': 'fit_info'")}
     else:
         out["calibration"] = None
     files = m["files"]
@@ -61,6 +61,17 @@ def describe(folder: str) -> dict:
     out["stages"] = [f"{st['name']}: {st.get('type')}" for st in m["stages"]]
     out["params"] = m["params"]
     return out
+
+
+def _object(reader, value, where: str) -> dict:
+    """``value`` if it is a JSON object (``{}`` for none); a one-line ModelFormatError naming the manifest
+    and the entry otherwise, as loading the model would give."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        from ..errors import ModelFormatError
+        raise ModelFormatError(f"{reader.folder / 'manifest.json'}: {where} must be an object, got {value!r:.60}")
+    return value
 
 
 def _size(path) -> int:

@@ -13,6 +13,8 @@ from ..errors import ModelFormatError
 def vocabulary_from_arrays(arrays: dict, n_features: int, min_n: int, max_n: int
                            ) -> tuple[np.ndarray, list[str], list[np.ndarray], list[np.ndarray]]:
     """``(idf, unigram strings, feature maps per order, trie keys per order >= 2)`` from saved arrays."""
+    if not 1 <= min_n <= max_n <= 1 + len(arrays) // 2:  # each order n >= 2 has two arrays; none is 10**20
+        raise ModelFormatError(f"TF-IDF arrays: {len(arrays)} arrays cannot hold n-grams of orders {min_n}..{max_n}")
     expected = {"idf", "unigram_blob", "unigram_offsets", "unigram_feature"}
     expected |= {f"ngram{n}_{part}" for n in range(2, max_n + 1) for part in ("keys", "feature")}
     if set(arrays) != expected:

@@ -78,6 +78,7 @@ def load(folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
     model = cls(**cls._params_from_manifest(reader))
     try:
         model._load_state(reader)
+        reader.check_every_stage_read(method)
     except ModelFormatError as exc:
         if str(reader.folder) in str(exc):
             raise

@@ -359,6 +359,7 @@ class ModelReader:
             log.warning("%s: ignoring %d file(s) the manifest does not list (%s); no stage reads them",
                         self.folder, len(elsewhere), ", ".join(elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else ""))
         self._verified: set[str] = set()
+        self._stages_read: set[str] = set()
 
     def _file(self, fname: Any) -> Path:
         """The one way to a model file: the path of a file the manifest lists, after checking its name,
@@ -418,8 +419,18 @@ class ModelReader:
     def stage(self, name: str) -> dict:
         for st in self.manifest["stages"]:
             if st.get("name") == name:
+                self._stages_read.add(name)
                 return st
         raise ModelFormatError(f"{self.folder / MANIFEST}: no stage named {name!r}")
+
+    def check_every_stage_read(self, method: str) -> None:
+        """After a load: a stage no loader asked for is a manifest that contradicts its model (a renamed
+        featurizer stage would otherwise leave a text model that expects precomputed features)."""
+        unread = [st for st in self.manifest["stages"] if st["name"] not in self._stages_read]
+        if unread:
+            st = unread[0]
+            raise ModelFormatError(f"{self.folder / MANIFEST}: stage {st['name']!r} (type {st.get('type')!r}) is"
+                                   f" not one a {method} model reads")
 
     def stage_value(self, name: str, key: str, kind: type | tuple = str) -> Any:
         """``stage(name)[key]``, checked to be of ``kind``; ModelFormatError naming the stage otherwise."""
