@@ -41,8 +41,10 @@ def image_format(path) -> str:
 
     from .errors import ConfigError
 
-    supported = sorted(_pyplot().figure().canvas.get_supported_filetypes())
-    _pyplot().close("all")
+    _pyplot()  # matplotlib installed, or the one-line error that says how to install it
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    supported = sorted(FigureCanvasBase.get_supported_filetypes())
     fmt = Path(str(path)).suffix.lower().lstrip(".")
     if fmt not in supported:
         raise ConfigError(f"{path}: a plot file must end in one of .{', .'.join(supported)}")

@@ -179,7 +179,6 @@ class Ensemble:
     method = "ensemble"
 
     def __init__(self, models, combine: str = "average", weights=None, k_each: int = 20):
-
         self.models = list(models)
         if not self.models:
             raise ConfigError("an ensemble needs at least one model")
