@@ -118,3 +118,18 @@ def test_python_dash_m_xmtc_is_the_command_line(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "xmtc", "train", "--no-such-flag"], capture_output=True, text=True,
                          cwd=tmp_path)
     assert bad.returncode == 2 and "xmtc train: error" in bad.stderr  # the command's own usage
+
+
+@pytest.mark.parametrize("argv", [["train", "T", "-o", "M", "--config"], ["calibrate", "M", "V", "--method"],
+                                  ["train", "T", "-o", "M", "--method"]])
+def test_a_flag_without_its_value_is_the_commands_own_usage_error(argv, capsys):
+    """--method / --config are read once before the parser is built (the method decides the flags); a missing
+    value there is the sub-command's usage error, not a second parser's ('cli.py: error:')."""
+    try:
+        code = main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[0].startswith(f"usage: xmtc {argv[0]} ")
+    assert err[-1] == f"xmtc {argv[0]}: error: argument {argv[-1]}: expected one argument"

@@ -41,10 +41,13 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 def _read_method(argv: Sequence[str]) -> str:
     """Find --method (or the config file's "method") before the full parser is built."""
-    pre = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    pre = argparse.ArgumentParser(prog="xmtc", add_help=False, allow_abbrev=False, exit_on_error=False)
     pre.add_argument("--method", default=None)
     pre.add_argument("--config", default=None)
-    known, _ = pre.parse_known_args(argv)
+    try:
+        known, _ = pre.parse_known_args(argv)
+    except argparse.ArgumentError:  # "--method" without a value: the full parser says so, with its usage
+        return "xr-linear"
     if known.method:
         return known.method
     if known.config:
