@@ -19,7 +19,8 @@ representation and on each row-sparse head, before and after the per-loss clip.
 on the test set and on a seeded sample of 5,000 training texts: per score rule (parent, path, label) the
 top-1's P@1, coverage@P90 / @P80, the AUC of its score (and of each factor: the label's own sigmoid, the
 parent's) between right and wrong top-1s, and the precision of the best-scored 10 / 50 / 100 / 500.
-``--anatomy`` takes ``--anatomy-batches`` seeded batches of training texts (eval mode) and prints, per ALC
+``--anatomy`` takes ``--anatomy-batches`` seeded batches of training texts (eval mode; ``--anatomy-dropout``: with
+the dropouts of a training step) and prints, per ALC
 term (L_ql, L_qb, TCM's positive and negative halves), its value and the norm of its gradient on the label
 level's and the parent level's logits, how many pairs violate each TCM margin, and the ratio and clip
 factor :func:`xmtc.neural.alc.with_alc` computes per group at the given ``--alc-*`` settings.
@@ -220,7 +221,7 @@ def anatomy(args) -> int:
     from xmtc.data.dataset import read_dataset
     from xmtc.models.end_to_end import parse_margins
     from xmtc.neural import alc as A
-    from xmtc.neural.training_loop import eval_batches
+    from xmtc.neural.training_loop import eval_batches, represent
 
     model = xmtc.load(args.anatomy, mmap=False)
     net, D = model.network_, model.network_.n_levels - 1
@@ -230,10 +231,23 @@ def anatomy(args) -> int:
     sel = np.sort(np.random.default_rng(args.seed).choice(len(train.texts), args.anatomy_batches * B, replace=False))
     Y = train.Y.tocsr()[sel]
     reps = [None] * len(sel)
-    for pos, rep in eval_batches(model.encoder_, net, model._tokenize([train.texts[i] for i in sel]), B,
-                                 model.device_, "auto", False, "anatomy"):
-        for j, p in enumerate(pos):
-            reps[int(p)] = [r[j].float().clone() for r in rep]
+    tok = model._tokenize([train.texts[i] for i in sel])
+    if args.anatomy_dropout:  # the representations the training step sees: every dropout on
+        torch.manual_seed(args.seed)
+        model.encoder_.train()
+        net.train()
+        with torch.no_grad():
+            for s in range(0, len(sel), B):
+                pos = np.arange(s, min(s + B, len(sel)))
+                rep = represent(model.encoder_, net, tok.batch(pos, model.device_))
+                for j, p in enumerate(pos):
+                    reps[int(p)] = [r[j].float().clone() for r in rep]
+        model.encoder_.eval()
+        net.eval()
+    else:
+        for pos, rep in eval_batches(model.encoder_, net, tok, B, model.device_, "auto", False, "anatomy"):
+            for j, p in enumerate(pos):
+                reps[int(p)] = [r[j].float().clone() for r in rep]
     seen = []
     for b in range(args.anatomy_batches):
         ids = np.arange(b * B, (b + 1) * B)
@@ -327,6 +341,8 @@ def main() -> int:
     ap.add_argument("--json-out", default="", help="With --inspect or --anatomy: write the figures here too.")
     ap.add_argument("--anatomy", default="", help="A saved CascadeXML: ALC's gradient per term and level.")
     ap.add_argument("--anatomy-batches", type=int, default=20)
+    ap.add_argument("--anatomy-dropout", action="store_true",
+                    help="With --anatomy: representations with every dropout on, as the training step sees them.")
     args = ap.parse_args()
     out = Path(args.out)
     if args.table:
