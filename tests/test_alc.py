@@ -368,3 +368,38 @@ def test_alc_is_refused_by_a_method_without_the_hook(yso_tiny):
     with pytest.raises(ConfigError, match="does not support the ALC"):
         APLC(encoder=str(enc), max_length=16, epochs=1, batch_size=16, valid_size=0, n_threads=1, alc=True,
              ranker=False).fit(texts[:32], labels[:32], progress=False)
+
+
+def test_benchmark_inspection_reads_the_predicted_top1_and_its_two_factors(yso_tiny):
+    """benchmarks/alc.py's separation figures (why ALC does or does not lift CascadeXML's coverage@P90) read
+    the score users threshold: under each rule the top-1 and its score are what ``predict`` returns, the
+    parent rule's score is the label factor x the parent factor, and "right" is the label being a positive.
+    A helper that read another score, swapped the factors or misaligned texts would report another model."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from alc import _auc, cascade_top1
+
+    texts, labels, _ = yso_tiny
+    model = _fit(yso_tiny, "cascadexml")
+    vocab = model.labels_.index
+    rows = [[vocab[x] for x in ls if x in vocab] for ls in labels[:40]]
+    Y = sps.csr_matrix((np.ones(sum(map(len, rows)), dtype=np.float32),
+                        (np.repeat(np.arange(40), [len(r) for r in rows]), np.concatenate(rows).astype(int))),
+                       shape=(40, len(vocab)))
+    for rule in ("parent", "path", "label"):
+        model.set_params(score=rule)
+        idx, sc = model._predict_batch(texts[:40], 1)
+        score, f_label, f_parent, right = cascade_top1(model, texts[:40], Y)[rule]
+        assert np.allclose(score, sc[:, 0], atol=1e-6)
+        assert np.array_equal(right, np.asarray(Y[np.arange(40), idx[:, 0]]).ravel() > 0)
+        if rule == "parent":
+            assert np.allclose(score, f_label * f_parent, atol=1e-6) and not np.allclose(score, f_label)
+        if rule == "label":
+            assert np.allclose(score, f_label, atol=1e-6)
+    # the separation figure: 1 when every right top-1 outscores every wrong one, 0.5 for a tie, 0 reversed
+    ok = np.array([True, False, True, False])
+    assert _auc(np.array([0.9, 0.1, 0.8, 0.2]), ok) == 1.0
+    assert _auc(np.array([0.5, 0.5, 0.5, 0.5]), ok) == 0.5
+    assert _auc(np.array([0.1, 0.9, 0.2, 0.8]), ok) == 0.0

@@ -57,6 +57,14 @@ shape the embeddings towards a score nobody thresholds (and, untrained, would pi
 Defaults (estimator): ``rho`` 0.3, ``N`` one epoch, ``kappa`` 0.5, ``beta = lambda = 1``, margins 0.9, 0.5;
 set to keep the auxiliary gradient below the base loss's on every group, not tuned on test data.
 
+**What it only sees: the training pairs.** Every term is computed on training batches, so it can only correct
+the confident wrong top-1s that occur there. On a network that fits its training texts it has little to do:
+CascadeXML (``score=parent``, yso-finna-en-2k-20k, 3 epochs) already lets a P90 threshold accept 58% of its
+training texts (0.04% of the test texts), TCM's negative half finds a negative above 0.5 in 0.15-0.3 of a
+batch of 32, its positive half's gradient on the logits is ~12x smaller than the pair cross-entropies', and
+the clip binds on every group (factors 0.21-0.38), so there ``rho`` does not change the auxiliary gradient
+(``benchmarks/alc.py --anatomy``; benchmarks/RESULTS.md). Its coverage@P90 did not move with ALC.
+
 The earlier reading of the abstract (the pair head above; TCM on the cosine of the text vector and the
 label row, which is not the thresholded score and ignores the bias; the raw sum ``L + L_ql + L_qb + L_tcm``)
 is not kept: its figures are in benchmarks/RESULTS.md, and keeping it selectable would keep a second set of
