@@ -114,10 +114,15 @@ def test_predicting_before_fitting_is_an_error(fitted):
         type(fitted[2])().predict_topk(["a text"], 3)
 
 
-def test_explains_where_it_declares_it(fitted, sample):
-    method, _, model, _ = fitted
-    if not hasattr(model, "explain"):
-        pytest.skip(f"{method} declares no explain")
+def test_explains_where_it_declares_it(fitted, sample, capsys):
+    method, _, model, folder = fitted
+    if not hasattr(model, "explain"):  # the command says so in one line, naming the methods that can
+        capsys.readouterr()
+        assert main(["explain", str(folder), "oil prices", "-q"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith(f"xmtc: error: {folder}: a {method} model cannot explain")
+        assert "xr-linear" in err and method not in err.split("works with")[1]
+        return
     _, (test, _) = sample
     out = model.explain(test[:2], k=2, n_terms=3)
     idx, scores = model.predict_topk(test[:2], 2)

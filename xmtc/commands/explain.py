@@ -19,9 +19,15 @@ def add_parser(sub, common) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from ..errors import ConfigError
     from ..models import load
+    from ..registry import method_names, estimator_class
 
     model = load(args.model_dir)
+    if not callable(getattr(model, "explain", None)):
+        able = [m for m in method_names() if callable(getattr(estimator_class(m), "explain", None))]
+        raise ConfigError(f"{args.model_dir}: a {model.method} model cannot explain its suggestions (explain works"
+                          f" with {', '.join(able)})")
     labels = model.explain([args.text], k=args.k, n_terms=args.n_terms)[0]
     if args.json:
         print(json.dumps(labels, ensure_ascii=False))
