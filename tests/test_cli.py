@@ -133,3 +133,16 @@ def test_a_flag_without_its_value_is_the_commands_own_usage_error(argv, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err[0].startswith(f"usage: xmtc {argv[0]} ")
     assert err[-1] == f"xmtc {argv[0]}: error: argument {argv[-1]}: expected one argument"
+
+
+@pytest.mark.parametrize("argv,flag", [(["train", "T", "-o", "M", "--valid-seed", "-1"], "--valid-seed"),
+                                       (["split", "F", "--valid", "0.2", "--seed", "-1"], "--seed"),
+                                       (["select", "M", "P", "-o", "S", "--seed", "-1"], "--seed"),
+                                       (["demo", "--examples", "-1"], "--examples")])
+def test_negative_seeds_and_counts_are_usage_errors(argv, flag, capsys):
+    """numpy's generators refuse a negative seed: the parser says so, before anything is read."""
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines()[-1] == \
+        f"xmtc {argv[0]}: error: argument {flag}: expected a whole number >= 0, got '-1'"

@@ -18,7 +18,7 @@ from typing import Sequence
 
 from . import __version__
 from .commands.parsing import parse_strictly
-from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config
+from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config, non_negative_int
 from .errors import ConfigError, DataFormatError, XmtcError
 
 log = logging.getLogger("xmtc")
@@ -89,7 +89,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                        help="Documents held out to calibrate the scores on: a fraction in [0, 1) or a count; 0"
                             " trains on everything and keeps raw scores (default: a tenth, at most 5,000, none"
                             " below 200 documents).")
-        p.add_argument("--valid-seed", type=int, default=0, help="Seed of the validation split (default: 0).")
+        p.add_argument("--valid-seed", type=non_negative_int, default=0, help="Seed of the validation split (default: 0).")
     p.add_argument("--calibration", default="isotonic", choices=("isotonic", "platt"),
                    help="Score map fitted on the validation split (default: isotonic).")
     p.add_argument("--refit", default="auto", choices=("auto", "true", "false"),
@@ -162,7 +162,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     _common(serve_cli.add_parser(sub))
 
     p = sub.add_parser("demo", help="Train and evaluate on the bundled yso-finna-en sample.")
-    p.add_argument("--examples", type=int, default=5, help="Example titles to show (default: 5).")
+    p.add_argument("--examples", type=non_negative_int, default=5, help="Example titles to show (default: 5).")
     p.add_argument("-o", "--output", help="Also save the demo model to this folder.")
     _common(p)
     for module in _tool_commands().values():

@@ -166,6 +166,17 @@ def add_config_arguments(parser: argparse.ArgumentParser, cls: type, title: str 
                            type=_none_or_str if optional else str)
 
 
+def non_negative_int(text: str) -> int:
+    """argparse type of a seed or a count: a whole number >= 0 (numpy's generators refuse negative seeds)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
 def _none_or_str(text: str) -> str | None:
     return None if text.strip().lower() in ("none", "null") else text
 

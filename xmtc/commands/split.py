@@ -25,6 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..config import non_negative_int
+
 log = logging.getLogger(__name__)
 
 
@@ -36,7 +38,7 @@ def add_parser(sub, common) -> None:
                                                 " transparently).")
     p.add_argument("--valid", type=float, required=True, metavar="X",
                    help="Validation part: a fraction in [0, 1) of the documents, or a count of them.")
-    p.add_argument("--seed", type=int, default=0, help="Seed of the split (default: 0; as train's --valid-seed).")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Seed of the split (default: 0; as train's --valid-seed).")
     p.add_argument("-o", "--output", metavar="PREFIX", help="Write PREFIX.train.EXT and PREFIX.valid.EXT"
                                                             " (default: FILE without its extension).")
     p.add_argument("--train-out", help="The training part's file name (overrides -o for it).")

@@ -18,6 +18,8 @@ import argparse
 import json
 import logging
 
+from ..config import non_negative_int
+
 log = logging.getLogger(__name__)
 
 
@@ -36,7 +38,7 @@ def add_parser(sub, common) -> None:
                    help="Uncertainty measure on the top-k (default: margin).")
     p.add_argument("-k", type=int, default=10, help="Top-k labels the strategies look at and suggest (default: 10).")
     p.add_argument("--labelled", help="Already labelled data (any format); diversity keeps away from it.")
-    p.add_argument("--seed", type=int, default=0, help="Random seed (random strategy, k-center start).")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="Random seed (random strategy, k-center start).")
     p.add_argument("-o", "--output", required=True, help="JSONL file to write (atomically).")
     p.add_argument("--format", dest="fmt", default=None, help="Pool file format; default: guess.")
     common(p)
