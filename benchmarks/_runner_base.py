@@ -36,6 +36,16 @@ def topk_from_csr(P: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
     return idx, sc
 
 
+def padded_topk(idx: np.ndarray, sc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """A library's top-k as (n, k) int32 / float32: a model with fewer labels than k gives them all (xmtc caps
+    the width at its labels), the ranks past them are -1 with score 0, i.e. misses."""
+    idx, sc = np.asarray(idx), np.asarray(sc)
+    if idx.ndim != 2 or idx.shape[1] > k or sc.shape != idx.shape:
+        raise RuntimeError(f"predictions of shape {idx.shape} / {sc.shape}, expected (n, {k}) both")
+    pad = ((0, 0), (0, k - idx.shape[1]))
+    return np.pad(idx, pad, constant_values=-1).astype(np.int32), np.pad(sc, pad).astype(np.float32)
+
+
 def _pairs_to_topk(preds: list, k: int) -> tuple[np.ndarray, np.ndarray]:
     """[(label, score), ...] per row -> padded arrays, re-sorted best first to be safe."""
     idx = np.full((len(preds), k), -1, dtype=np.int32)

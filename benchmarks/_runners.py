@@ -27,7 +27,7 @@ import _runners_linear
 import _runners_methods
 import _runners_transformer
 from _memory import peak_rss_mb
-from _runner_base import EXIT_NOT_INSTALLED, NotInstalled, Timer, _load, _n_test
+from _runner_base import EXIT_NOT_INSTALLED, NotInstalled, Timer, _load, _n_test, padded_topk
 
 RUNNERS = {**_runners_linear.RUNNERS, **_runners_transformer.RUNNERS, **_runners_methods.RUNNERS}
 NEEDS = {**_runners_transformer.NEEDS, **_runners_methods.NEEDS}
@@ -64,7 +64,8 @@ def main(argv=None) -> int:
             rss_after_load = peak_rss_mb()
             idx, sc, info = RUNNERS[args.library](data, args, timer)
             n_test = _n_test(data)
-            if idx.shape != (n_test, args.k):
+            idx, sc = padded_topk(idx, sc, args.k)
+            if idx.shape[0] != n_test:
                 raise RuntimeError(f"{args.library} returned predictions of shape {idx.shape}, "
                                    f"expected ({n_test}, {args.k})")
             np.savez(result_path.with_suffix(".npz"), indices=idx.astype(np.int32),

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from _memory import peak_rss_mb
-from _runner_base import NotInstalled, Timer
+from _runner_base import NotInstalled, Timer, padded_topk
 
 
 def run_xmtc_method(d, args, timer: Timer):
@@ -51,7 +51,7 @@ def run_xmtc_method(d, args, timer: Timer):
     for i, variant in enumerate(spec.get("predict_variants", [])):
         model.set_params(**variant)
         t0 = time.perf_counter()
-        v_idx, v_sc = model.predict_topk(d["test_texts"], k=args.k)
+        v_idx, v_sc = padded_topk(*model.predict_topk(d["test_texts"], k=args.k), args.k)
         seconds = time.perf_counter() - t0
         path = Path(args.result).with_suffix(f".v{i}.npz")
         np.savez(path, indices=np.asarray(v_idx, dtype=np.int32), scores=np.asarray(v_sc, dtype=np.float32))
