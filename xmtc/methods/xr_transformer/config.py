@@ -27,6 +27,14 @@ class TransformerParams(LinearTreeParams):
                          choices=("mean", "cls"))
     max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
     epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
+    frozen_layers: int = param(0, "Fine-tune only the encoder's layers above its token embeddings and first k"
+                               " transformer layers (0 = every weight). The frozen part's output for each training"
+                               " text is computed once and cached, so a step and an embedding pass of the training"
+                               " texts run only the upper layers, and neither backward nor the optimiser touch the"
+                               " frozen weights (xmtc.neural.frozen).", minimum=0)
+    frozen_cache_mb: int = param(4096, "frozen_layers: memory for the cached output of the frozen layers (2 bytes"
+                                 " per token and hidden unit in bf16, 4 in fp32); beyond it the frozen layers run"
+                                 " for every batch, without gradients.", minimum=0)
     finetune_sample: int = param(0, "Fine-tune on at most this many training texts, drawn at random under"
                                  " the seed (0 = all). The tree, the final embeddings and the rankers still"
                                  " use every text: a way to afford large corpora on a CPU.", minimum=0)

@@ -204,11 +204,22 @@ class _TransformerModel(XRLinear):
             ckpt.clear()
         settings = self._settings(cfg)
         sample = _finetune_rows(len(texts), cfg.finetune_sample, cfg.seed)
-        state = multi_resolution_finetune(
-            encoder, tokenized if sample is None else tokenized.take(sample), Y if sample is None else Y[sample],
-            chain, levels, settings, device, ctx, progress=progress, start_state=start,
-            on_checkpoint=(lambda st: ckpt.save(st, encoder=encoder, tokenizer=tokenizer)) if ckpt and ctx.is_main
-            else None)
+        tuned = tokenized if sample is None else tokenized.take(sample)
+        frozen = None
+        if cfg.frozen_layers:
+            from ...neural.frozen import FrozenPrefix
+
+            frozen = FrozenPrefix(encoder, cfg.frozen_layers, tuned, device, cfg.precision,
+                                  cache_bytes=cfg.frozen_cache_mb << 20, batch_size=cfg.encode_batch_size)
+        try:
+            state = multi_resolution_finetune(
+                encoder, tuned, Y if sample is None else Y[sample], chain, levels, settings, device, ctx,
+                progress=progress, start_state=start, frozen=frozen,
+                on_checkpoint=(lambda st: ckpt.save(st, encoder=encoder, tokenizer=tokenizer))
+                if ckpt and ctx.is_main else None)
+        finally:
+            if frozen is not None:
+                frozen.release()
         embeddings = state["embeddings"]
         if sample is not None:
             log.info("fine-tuned on %d of %d texts; embedding all of them", len(sample), len(texts))
