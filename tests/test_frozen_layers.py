@@ -85,9 +85,10 @@ def test_training_on_the_cache_equals_training_the_whole_encoder_with_the_bottom
 def test_xr_transformer_keeps_the_frozen_weights_and_trains_the_rest(tsv_sample, encoder):
     folder, _, pretrained = encoder
     texts, labels = tsv_sample("yso-finna-en-2k-20k", "train", 120)
-    model = xmtc.XRTransformer(encoder=str(folder), frozen_layers=1, max_leaf_size=20, branching=8, n_threads=2,
+    # the default (3) on this 2-layer encoder freezes the embeddings and layer 0
+    model = xmtc.XRTransformer(encoder=str(folder), max_leaf_size=20, branching=8, n_threads=2,
                                batch_size=16, max_length=12, learning_rate=1e-3, seed=0).fit(texts, labels,
-                                                                                         progress=False)
+                                                                              progress=False)
     after, before = model.encoder_.state_dict(), pretrained.state_dict()
     changed = {k for k in before if before[k].is_floating_point() and not torch.equal(before[k], after[k])}
     assert changed and not any(k.startswith(("embeddings.", "encoder.layer.0.")) for k in changed)
@@ -101,3 +102,14 @@ def test_frozen_layers_must_leave_a_layer_to_train(encoder):
     tok = Tokenized(tokenizer, TEXTS, 12)
     with pytest.raises(ConfigError, match="1..1"):
         FrozenPrefix(model, 2, tok, "cpu", "fp32")
+
+
+def test_a_default_deeper_than_the_encoder_freezes_all_but_its_top_layer_and_other_layouts_train_whole(encoder):
+    from transformers import DistilBertConfig, DistilBertModel
+
+    from xmtc.neural.frozen import effective_frozen_layers
+
+    _, _, bert = encoder  # 2 layers
+    assert [effective_frozen_layers(bert, k) for k in (0, 1, 2, 3)] == [0, 1, 1, 1]
+    distil = DistilBertModel(DistilBertConfig(vocab_size=40, dim=16, hidden_dim=32, n_layers=3, n_heads=2))
+    assert effective_frozen_layers(distil, 3) == 0 and effective_frozen_layers(distil, 1) == 0

@@ -9,7 +9,9 @@ and no backward through the frozen part, and no optimiser update of its weights 
 alone is half of all-MiniLM-L6-v2's 22.7M weights). Where the cache would exceed ``cache_bytes`` the frozen
 output is recomputed for each batch without gradients (the backward and optimiser savings remain).
 
-Pad positions of the cached states are zeros: under the attention mask no real token attends to them, and
+Under bf16 the cache holds the frozen output rounded to bf16 (the upper layers' matrix products read it in
+bf16 anyway), so the training texts' embeddings differ from what the whole encoder gives them at prediction
+by that rounding; in fp32 they are equal. Pad positions of the cached states are zeros: under the attention mask no real token attends to them, and
 masked mean / first-token pooling never reads them, so the embeddings equal those of the whole encoder run
 on the same weights (:func:`upper_only` is tested against it). Encoders laid out as BERT's
 (``model.embeddings`` + ``model.encoder.layer``: BERT, RoBERTa, MiniLM, ELECTRA, XLM-R) are supported.
@@ -35,6 +37,23 @@ def layer_list(encoder):
         raise ConfigError(f"frozen_layers needs an encoder laid out as BERT's (embeddings + encoder.layer);"
                           f" {type(encoder).__name__} is not: use frozen_layers 0")
     return layers
+
+
+def effective_frozen_layers(encoder, k: int) -> int:
+    """The layers a ``frozen_layers=k`` setting freezes in ``encoder``: ``min(k, n_layers - 1)`` (at least the
+    top layer trains, so the default suits shallow encoders too), and 0 for an encoder not laid out as
+    BERT's (fine-tuned whole; logged)."""
+    if k <= 0:
+        return 0
+    try:
+        n = len(layer_list(encoder))
+    except ConfigError:
+        log.warning("frozen_layers %d: %s is not laid out as BERT's (embeddings + encoder.layer); every weight is"
+                    " fine-tuned", k, type(encoder).__name__)
+        return 0
+    if k > n - 1:
+        log.info("frozen_layers %d: the encoder has %d layers; %d frozen, the top one trains", k, n, n - 1)
+    return min(k, n - 1)
 
 
 def _check_k(encoder, k: int) -> None:
