@@ -373,9 +373,21 @@ def test_matcher_heads_are_eq11_refit_on_the_final_embeddings(fitted, sample):
     from xmtc.methods.xr_transformer.finetune import level_positives
     from xmtc.methods.xr_transformer.matcher import head_beam_step
 
+    from xmtc.features.encoder import Tokenized, encode
+    from xmtc.neural.frozen import FrozenPrefix, effective_frozen_layers
+
     (texts, labels), _ = sample
     assert fitted.matcher_heads == "refit"
-    emb = fitted.encode(texts)
+    # the training embeddings as fit made them: the upper layers on the frozen layers' cached output
+    k = effective_frozen_layers(fitted.encoder_, fitted.frozen_layers)
+    assert k == 1  # the default (3) on conftest's 2-layer encoder
+    tok = Tokenized(fitted.tokenizer_, texts, fitted.max_length)
+    frozen = FrozenPrefix(fitted.encoder_, k, tok, "cpu", fitted.precision, batch_size=fitted.encode_batch_size)
+    try:
+        emb = encode(fitted.encoder_, tok, pooling=fitted.pooling, batch_size=fitted.encode_batch_size,
+                     precision=fitted.precision, frozen=frozen)
+    finally:
+        frozen.release()
     chain = [sp.csr_matrix(C) for C in fitted._matcher_chain()]
     p = np.asarray(fitted.rankers_.levels_[-1].parent_of)
     chain.append(sp.csr_matrix((np.ones(p.size), (np.arange(p.size), p)), shape=(p.size, chain[-1].shape[0])))

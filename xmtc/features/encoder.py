@@ -208,10 +208,12 @@ class Tokenized:
 
 def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, pooling: str = "mean",
            batch_size: int = 128, device="cpu", precision: str = "auto", progress: bool = False,
-           desc: str = "encode") -> np.ndarray:
+           desc: str = "encode", frozen=None) -> np.ndarray:
     """Embeddings (len(ids), hidden) float32 of the tokenized texts ``ids`` (default: all), in that order.
 
-    Texts are processed in length order (little padding) and put back in place.
+    Texts are processed in length order (little padding) and put back in place. ``frozen``: a
+    :class:`xmtc.neural.frozen.FrozenPrefix` over ``tokenized``; only the layers above it then run, on its
+    (cached) output.
     """
     import torch
 
@@ -227,13 +229,24 @@ def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, poolin
                                                   leave=False) as bar:
             for s in range(0, ids.size, batch_size):
                 pos = order[s:s + batch_size]
-                with autocast(device, precision):
+                with autocast(device, precision), _upper(model, frozen, ids[pos]):
                     emb = embed(model, tokenized.batch(ids[pos], device), pooling)
                 out[pos] = emb.float().cpu().numpy()
                 bar.update(pos.size)
     finally:
         model.train(was_training)
     return out
+
+
+def _upper(model, frozen, ids):
+    """Inside: ``model`` runs above ``frozen``'s layers on their output for ``ids`` (no-op when None)."""
+    import contextlib
+
+    if frozen is None:
+        return contextlib.nullcontext()
+    from ..neural.frozen import upper_only
+
+    return upper_only(model, frozen.k, frozen.states(ids))
 
 
 PRECISIONS = ("auto", "bf16", "fp32")

@@ -63,6 +63,16 @@ and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level le
 36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear`` (product scores, as then):
 ``neural`` is its default.
 
+Fine-tuning cost (``frozen_layers``, XR-Transformer's default 3): on texts that fill all ``max_length`` tokens
+nearly all of the training time is the steps (yso-finna-en-long, benchmarks/RESULTS.md: 534 of 626 s,
+the embedding passes after each level ~60 s, the linear stage 5 s), and dynamic padding saves nothing there.
+The token embeddings and the first 3 of all-MiniLM-L6-v2's 6 layers then stay pretrained; their output for
+each training text is computed once and cached (:mod:`xmtc.neural.frozen`), so a step runs forward and
+backward through the upper 3 layers only, the optimiser skips the frozen half of the weights, and the
+embedding passes over the training texts start from the cache. Prediction runs the whole encoder (the same
+weights). Measured there: 27.87 / 11.67 P@1 / P@5 in 315 s against 27.92 / 11.79 in 626 s with
+``frozen_layers=0``.
+
 Multi-process training runs under ``torchrun`` (DistributedDataParallel on the encoder, explicit
 all-reduce of the head rows); only rank 0 trains the rankers and saves. ``checkpoint_dir`` keeps the
 training state after each fine-tuned level and every ``checkpoint_every`` steps inside one;
@@ -204,11 +214,22 @@ class _TransformerModel(XRLinear):
             ckpt.clear()
         settings = self._settings(cfg)
         sample = _finetune_rows(len(texts), cfg.finetune_sample, cfg.seed)
-        state = multi_resolution_finetune(
-            encoder, tokenized if sample is None else tokenized.take(sample), Y if sample is None else Y[sample],
-            chain, levels, settings, device, ctx, progress=progress, start_state=start,
-            on_checkpoint=(lambda st: ckpt.save(st, encoder=encoder, tokenizer=tokenizer)) if ckpt and ctx.is_main
-            else None)
+        tuned = tokenized if sample is None else tokenized.take(sample)
+        from ...neural.frozen import FrozenPrefix, effective_frozen_layers
+
+        frozen, k = None, effective_frozen_layers(encoder, cfg.frozen_layers)
+        if k:
+            frozen = FrozenPrefix(encoder, k, tuned, device, cfg.precision, cache_bytes=cfg.frozen_cache_mb << 20,
+                                  batch_size=cfg.encode_batch_size)
+        try:
+            state = multi_resolution_finetune(
+                encoder, tuned, Y if sample is None else Y[sample], chain, levels, settings, device, ctx,
+                progress=progress, start_state=start, frozen=frozen,
+                on_checkpoint=(lambda st: ckpt.save(st, encoder=encoder, tokenizer=tokenizer))
+                if ckpt and ctx.is_main else None)
+        finally:
+            if frozen is not None:
+                frozen.release()
         embeddings = state["embeddings"]
         if sample is not None:
             log.info("fine-tuned on %d of %d texts; embedding all of them", len(sample), len(texts))

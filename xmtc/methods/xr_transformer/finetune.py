@@ -92,28 +92,36 @@ def level_positives(Y: sp.csr_matrix, chain: list[sp.csr_matrix]) -> list[sp.csr
             for t in range(len(chain))]
 
 
-def _embedder(encoder, pooling: str):
-    """The encoder + pooling as one module (what DDP wraps; the heads stay outside it)."""
+def _embedder(encoder, pooling: str, frozen_layers: int = 0):
+    """The encoder + pooling as one module (what DDP wraps; the heads stay outside it). Given ``states``
+    (the frozen layers' output for the batch), only the layers above the ``frozen_layers`` run."""
+    import contextlib
+
     import torch
+
+    from ...neural.frozen import upper_only
 
     class _Embedder(torch.nn.Module):
         def __init__(self):
             super().__init__()
             self.encoder = encoder
 
-        def forward(self, batch):
-            return embed(self.encoder, batch, pooling)
+        def forward(self, batch, states=None):
+            ctx = contextlib.nullcontext() if states is None else upper_only(self.encoder, frozen_layers, states)
+            with ctx:
+                return embed(self.encoder, batch, pooling)
 
     return _Embedder()
 
 
 def embed_all(encoder, tokenized: Tokenized, settings: FinetuneSettings, device, ctx: DistContext,
-              progress: bool, desc: str) -> np.ndarray:
-    """Embeddings of every tokenized text with the current encoder, split over processes and gathered."""
+              progress: bool, desc: str, frozen=None) -> np.ndarray:
+    """Embeddings of every tokenized text with the current encoder, split over processes and gathered
+    (``frozen``: a :class:`xmtc.neural.frozen.FrozenPrefix` over ``tokenized``, whose output is reused)."""
     start, stop = shard(len(tokenized), ctx)
     local = encode(encoder, tokenized, np.arange(start, stop), pooling=settings.pooling,
                    batch_size=settings.encode_batch_size, device=device, precision=settings.precision,
-                   progress=progress and ctx.is_main, desc=desc)
+                   progress=progress and ctx.is_main, desc=desc, frozen=frozen)
     return gather_rows(local, len(tokenized), ctx)
 
 
@@ -122,9 +130,10 @@ class LevelTrainer:
 
     def __init__(self, encoder, head: RowSparseHead, tokenized: Tokenized, mass: sp.csr_matrix,
                  prev_topk, prev_positive, children, settings: FinetuneSettings, device, ctx: DistContext,
-                 level_name: str, rng_seed: int, epochs: float | None = None):
+                 level_name: str, rng_seed: int, epochs: float | None = None, frozen=None):
         import torch
 
+        self.frozen = frozen
         self.encoder, self.head, self.tokenized, self.mass = encoder, head, tokenized, mass
         self.prev_topk, self.prev_positive, self.children = prev_topk, prev_positive, children
         self.settings, self.device, self.ctx, self.name = settings, device, ctx, level_name
@@ -177,7 +186,7 @@ class LevelTrainer:
         from ...progress import progress_bar
 
         s, ctx = self.settings, self.ctx
-        embedder = _embedder(self.encoder, s.pooling)
+        embedder = _embedder(self.encoder, s.pooling, 0 if self.frozen is None else self.frozen.k)
         embedder.train()
         model = data_parallel(embedder, ctx, self.device)
         base_lrs = self.base_lrs
@@ -194,8 +203,9 @@ class LevelTrainer:
                     prev_positive=None if self.prev_positive is None else self.prev_positive[ids])
                 batch = self.tokenized.batch(ids, self.device)
                 hb = self.head.gather(torch.from_numpy(ids_s).to(self.device))
+                states = None if self.frozen is None else self.frozen.states(ids)
                 with autocast(self.device, s.precision):
-                    emb = model(batch)
+                    emb = model(batch) if states is None else model(batch, states)
                     scores = hb.score(emb).float()
                 loss = shortlist_loss(scores, torch.from_numpy(targets).to(self.device),
                                       torch.from_numpy(weights).to(self.device), s.loss)
@@ -242,7 +252,7 @@ class LevelTrainer:
 def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, chain: list[sp.csr_matrix],
                               levels: list[int], settings: FinetuneSettings, device, ctx: DistContext, *,
                               progress: bool = True, start_state: dict | None = None,
-                              on_checkpoint: Callable[[dict], None] | None = None) -> dict:
+                              on_checkpoint: Callable[[dict], None] | None = None, frozen=None) -> dict:
     """Fine-tune on ``levels`` (indices into ``chain``, increasing) and return the final state:
 
     ``{"done": [levels], "heads": {level: (W, b)}, "topk": top-k node ids at the last level (n, k),
@@ -250,7 +260,9 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
     "partial": None or {"level", "head": (W, b), "trainer": LevelTrainer.state()}}``.
     ``start_state`` (a checkpoint's state with the encoder already restored) skips finished levels and
     continues a level it was saved in the middle of; ``on_checkpoint`` receives the state after each
-    level and every ``settings.checkpoint_every`` optimiser steps.
+    level and every ``settings.checkpoint_every`` optimiser steps. ``frozen``: a
+    :class:`xmtc.neural.frozen.FrozenPrefix` over ``tokenized`` (the layers it holds are not trained; steps
+    and embedding passes run the layers above it on its output).
     """
     import torch
 
@@ -292,7 +304,7 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
         head = RowSparseHead(W, b, device)
         epochs = settings.coarse_epochs if settings.coarse_epochs and level != levels[-1] else settings.epochs
         trainer = LevelTrainer(encoder, head, tokenized, mass, prev_topk, prev_positive, children, settings,
-                               device, ctx, name, rng_seed=settings.seed + 7919 * K, epochs=epochs)
+                               device, ctx, name, rng_seed=settings.seed + 7919 * K, epochs=epochs, frozen=frozen)
         if partial is not None and partial["level"] == level:
             trainer.restore(partial["trainer"])
             log.info("resume: %s from batch %d of %d", name, trainer.micro, len(trainer.batches))
@@ -302,7 +314,7 @@ def multi_resolution_finetune(encoder, tokenized: Tokenized, Y: sp.csr_matrix, c
             on_checkpoint(state)
 
         curve = trainer.run(progress, save_partial if on_checkpoint is not None else None)
-        emb = embed_all(encoder, tokenized, settings, device, ctx, progress, f"embed after {name}")
+        emb = embed_all(encoder, tokenized, settings, device, ctx, progress, f"embed after {name}", frozen)
         W_np, b_np = head.numpy()
         topk, _ = head_beam_step(emb, W_np, b_np, prev_topk, None, children, settings.shortlist_topk,
                                  post_processor="noop")
