@@ -492,7 +492,7 @@ def test_each_indexer_gives_a_different_tree_on_real_label_texts(sample, encoder
     from xmtc.data import label_matrix
     from xmtc.features.encoder import Tokenized, load_encoder
     from xmtc.index.kmeans import build_label_tree
-    from xmtc.methods.xr_transformer.estimator import XTransformerConfig
+    from xmtc.methods.xr_transformer.config import XTransformerConfig
 
     (texts, labels), _ = sample
     Y, vocab = label_matrix(labels)

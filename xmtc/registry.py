@@ -20,7 +20,7 @@ from .errors import ConfigError
 METHODS: dict[str, tuple[str, str]] = {
     "xr-linear": ("xmtc.methods.xr_linear.estimator", "XRLinear"),
     "xr-transformer": ("xmtc.methods.xr_transformer.estimator", "XRTransformer"),
-    "x-transformer": ("xmtc.methods.xr_transformer.estimator", "XTransformer"),
+    "x-transformer": ("xmtc.methods.xr_transformer.x_transformer", "XTransformer"),
     "lightxml": ("xmtc.methods.lightxml.estimator", "LightXML"),
     "elias": ("xmtc.methods.elias.estimator", "ELIAS"),
     "aplc": ("xmtc.methods.aplc.estimator", "APLC"),
