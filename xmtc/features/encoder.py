@@ -13,6 +13,7 @@ on a CPU.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import logging
 import os
@@ -229,24 +230,14 @@ def encode(model, tokenized: Tokenized, ids: np.ndarray | None = None, *, poolin
                                                   leave=False) as bar:
             for s in range(0, ids.size, batch_size):
                 pos = order[s:s + batch_size]
-                with autocast(device, precision), _upper(model, frozen, ids[pos]):
+                with autocast(device, precision), \
+                        contextlib.nullcontext() if frozen is None else frozen.upper(ids[pos]):
                     emb = embed(model, tokenized.batch(ids[pos], device), pooling)
                 out[pos] = emb.float().cpu().numpy()
                 bar.update(pos.size)
     finally:
         model.train(was_training)
     return out
-
-
-def _upper(model, frozen, ids):
-    """Inside: ``model`` runs above ``frozen``'s layers on their output for ``ids`` (no-op when None)."""
-    import contextlib
-
-    if frozen is None:
-        return contextlib.nullcontext()
-    from ..neural.frozen import upper_only
-
-    return upper_only(model, frozen.k, frozen.states(ids))
 
 
 PRECISIONS = ("auto", "bf16", "fp32")

@@ -86,9 +86,12 @@ def _given(states):
 def upper_only(encoder, k: int, states):
     """Inside: ``encoder(**batch)`` runs layers ``k..`` on ``states`` (the output of layer ``k-1`` for the
     batch, ``(b, width, hidden)``) instead of embedding the batch's ids; the attention mask still comes from
-    the batch. The encoder's modules are put back on exit."""
+    the batch. The encoder's modules are put back on exit. ``states=None``: the whole encoder runs."""
     import torch
 
+    if states is None:
+        yield
+        return
     layers = layer_list(encoder)
     embeddings = encoder.embeddings
     encoder.embeddings = _given(states)
@@ -180,6 +183,10 @@ class FrozenPrefix:
         out = torch.zeros((len(ids), width, self.cache.shape[1]), dtype=self.dtype, device=self.cache.device)
         out[torch.from_numpy(row), torch.from_numpy(col)] = self.cache[torch.from_numpy(flat)]
         return out
+
+    def upper(self, ids: np.ndarray):
+        """Context in which the encoder runs above the frozen layers on their output for texts ``ids``."""
+        return upper_only(self.encoder, self.k, self.states(ids))
 
     def release(self) -> None:
         """Make the frozen weights trainable again (as they were) and drop the cache."""

@@ -95,8 +95,6 @@ def level_positives(Y: sp.csr_matrix, chain: list[sp.csr_matrix]) -> list[sp.csr
 def _embedder(encoder, pooling: str, frozen_layers: int = 0):
     """The encoder + pooling as one module (what DDP wraps; the heads stay outside it). Given ``states``
     (the frozen layers' output for the batch), only the layers above the ``frozen_layers`` run."""
-    import contextlib
-
     import torch
 
     from ...neural.frozen import upper_only
@@ -107,8 +105,7 @@ def _embedder(encoder, pooling: str, frozen_layers: int = 0):
             self.encoder = encoder
 
         def forward(self, batch, states=None):
-            ctx = contextlib.nullcontext() if states is None else upper_only(self.encoder, frozen_layers, states)
-            with ctx:
+            with upper_only(self.encoder, frozen_layers, states):
                 return embed(self.encoder, batch, pooling)
 
     return _Embedder()
