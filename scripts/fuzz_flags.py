@@ -143,8 +143,9 @@ def fuzz(cases: int, seed: int, data: Path, timeout: float = 120, log=print) -> 
             case = work / f"case{i}"
             case.mkdir()
             shutil.copytree(rng.choice(base["models"]), case / "model")
-            name = rng.choice(sorted(commands(base, case)))
-            valid = commands(base, case)[name]
+            valid_lines = commands(base, case)
+            name = rng.choice(sorted(valid_lines))
+            valid = valid_lines[name]
             argv = mutate(rng, valid, options(parser, valid))
             t0 = time.perf_counter()
             try:

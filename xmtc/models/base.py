@@ -170,6 +170,14 @@ def apply_threshold(idx: np.ndarray, scores: np.ndarray, threshold) -> tuple[np.
             np.where(keep, np.take_along_axis(scores, order, axis=1), 0).astype(scores.dtype))
 
 
+def checked_k(k: Any, n_labels: int) -> int:
+    """``k`` of a top-k request as an int in 1..n_labels: a ``k`` above the labels asks for every label (a row
+    holds no more), so ``k=10**12`` cannot allocate what it names; anything but a positive integer is refused."""
+    if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    return min(int(k), max(int(n_labels), 1))
+
+
 def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: bool, threshold: Any = None,
                        topk: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Metrics of anything with ``predict_topk``, ``labels_``, ``label_counts_`` and ``n_train_``:
@@ -253,9 +261,7 @@ class XMCModel:
         features at once, and so that a progress bar can show documents/s and the ETA.
         """
         self._check_fitted()
-        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        k = min(int(k), max(self.n_labels, 1))
+        k = checked_k(k, self.n_labels)
         if isinstance(X, (str, bytes)):
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)

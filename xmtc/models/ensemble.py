@@ -213,9 +213,9 @@ class Ensemble:
 
     def predict_topk(self, X, k: int = 5, *, progress: bool = False):
         """The members' top-k combined; like a model's, at most as wide as the ensemble's labels."""
-        if not isinstance(k, (int, np.integer)) or isinstance(k, bool) or k < 1:
-            raise ConfigError(f"k must be a positive integer, got {k!r}")
-        k = min(int(k), max(len(self.labels_), 1))
+        from .base import checked_k
+
+        k = checked_k(k, len(self.labels_))
         parts = []
         for m, ids in zip(self.models, self.member_ids_):
             idx, sc = m.predict_topk(X, max(k, self.k_each), progress=progress)
