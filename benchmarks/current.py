@@ -127,7 +127,7 @@ def render_transformer(data: dict[str, dict], table: dict) -> tuple[str, list[st
             started = run["machine"].get("date", "?")
             for r in run.get("rows", []):
                 if r["library"] == methods.PECOS:
-                    pecos = pecos or r
+                    pecos = pecos or (None if r.get("problem") else r)  # a run whose PECOS failed has none
                 elif r.get("problem"):
                     failed.append(r["library"])
                 else:
@@ -140,7 +140,7 @@ def render_transformer(data: dict[str, dict], table: dict) -> tuple[str, list[st
     methods.add_ratios(table_rows)  # a run without its own PECOS row (--no-pecos) recorded no ratios
     text = methods.render_table(table_rows)
     if superseded:
-        text += (f"\n\nMeasured again in a later run, the later row shown: {', '.join(superseded)} (the JSON has "
+        text += (f"\n\nMeasured again in a later run, the later row shown: {', '.join(dict.fromkeys(superseded))} (the JSON has "
                  "both; an ensemble of an earlier run combined the earlier row).")
     if failed:
         text += f"\n\nLeft out: {len(failed)} failed row(s) ({', '.join(failed)}); the JSON has their errors."

@@ -18,10 +18,11 @@ def test_isotonic_map_equals_pav_by_hand():
     s = np.array([[0.1], [0.2], [0.3], [0.4]] * 3)
     y = np.array([[0], [1], [0], [1]] * 3, dtype=bool)
     cal = Calibration.fit(idx, s, y, np.array([5]), method="isotonic", n_bands=1)
-    # pool adjacent violators: 0.2 (1) and 0.3 (0) merge to 0.5 -> [0, .5, .5, 1]
+    # pool adjacent violators: 0.2 (1) and 0.3 (0) merge -> blocks of 3 wrong, 3 right + 3 wrong, 3 right;
+    # each block's Laplace estimate (h + 1) / (n + 2): 1/5, 4/8, 4/5
     p = cal.probabilities(np.array([[0, 0, 0, 0]]), np.array([[0.1, 0.2, 0.3, 0.4]]))[0]
     raw = np.array([0.1, 0.2, 0.3, 0.4])
-    np.testing.assert_allclose(p, (1 - TIE_BREAK) * np.array([0, 0.5, 0.5, 1]) + TIE_BREAK * raw, atol=1e-12)
+    np.testing.assert_allclose(p, (1 - TIE_BREAK) * np.array([0.2, 0.5, 0.5, 0.8]) + TIE_BREAK * raw, atol=1e-12)
     assert p[2] > p[1]  # the tie-break keeps the raw order inside a flat step
 
 
@@ -36,9 +37,24 @@ def test_bands_are_calibrated_separately():
         cal = Calibration.fit(idx, s, y, np.array([2, 90]), method=method, n_bands=2)
         assert cal.edges.tolist() == [2.0]
         p = cal.probabilities(idx, s)
-        assert p[:, 0].max() < 0.01 and p[:, 1].min() > 0.99, method
+        if method == "isotonic":  # one outcome per band: Laplace's 1/42 and 41/42 over its 40 points
+            np.testing.assert_allclose(p, (1 - TIE_BREAK) * np.array([1 / 42, 41 / 42]) + TIE_BREAK * s, atol=1e-12)
+        else:
+            assert p[:, 0].max() < 0.01 and p[:, 1].min() > 0.99, method
         one = Calibration.fit(idx, s, y, np.array([2, 90]), method=method, n_bands=1)
         assert abs(one.probabilities(idx, s).mean() - 0.5) < 0.05  # one band can only say "half"
+
+
+def test_a_small_top_block_cannot_claim_certainty():
+    """Plain PAV gives the single best-scored point 1.0 above a block of 20 at 0.9; with each block at
+    (h + 1) / (n + 2) the top block (2/3) falls below the one under it (19/22) and the two pool, weighted by
+    their points: (20 * 19/22 + 2/3) / 21."""
+    s = np.r_[np.linspace(0.5, 0.6, 20), 0.9][:, None]
+    y = np.r_[np.ones(18), np.zeros(2), np.ones(1)].astype(bool)[:, None]  # the 20's two wrong ones score highest
+    cal = Calibration.fit(np.zeros((21, 1), dtype=int), s, y, np.array([4]), method="isotonic", n_bands=1)
+    p = cal.probabilities(np.zeros((1, 2), dtype=int), np.array([[0.55, 0.9]]))[0]
+    pooled = (20 * 19 / 22 + 2 / 3) / 21
+    np.testing.assert_allclose(p, (1 - TIE_BREAK) * pooled + TIE_BREAK * np.array([0.55, 0.9]), atol=1e-12)
 
 
 def test_platt_is_logistic_regression_on_the_score():

@@ -77,3 +77,22 @@ def test_a_file_named_in_the_spec_but_missing_is_an_error(copies, capsys):
     (results / "current.json").write_text(json.dumps(spec))
     assert _check(results, md) == 2
     assert "linear-nowhere.json" in capsys.readouterr().err
+
+
+def test_transformer_table_takes_its_ratios_from_a_measured_pecos_row_not_a_failed_one():
+    """A run whose PECOS row failed (not installed) comes first; the ratios come from the later, measured one."""
+    def run(rows):
+        return {"machine": {"date": "2026-11-26T00:00:00+00:00", "nproc": 2, "cpu": "x", "ram_gib": 1,
+                            "loadavg_at_start": [0, 0, 0]}, "args": {"threads": 2}, "rows": rows}
+
+    metrics = {"P@1": 30.0, "P@3": 20.0, "P@5": 10.0}
+    xmtc = {"library": "xr-transformer", "metrics": metrics, "train_s": 50.0, "predict_ms_per_doc": 1.0,
+            "peak_rss_mb": 100.0}
+    failed = {"library": "pecos-xrt", "problem": "not installed: no venv"}
+    pecos = {"library": "pecos-xrt", "metrics": {"P@1": 20.0, "P@3": 10.0, "P@5": 5.0}, "train_s": 200.0,
+             "predict_ms_per_doc": 2.0, "peak_rss_mb": 200.0}
+    data = {"w.json": {"runs": {"a.json": run([xmtc, failed]), "b.json": run([pecos])}}}
+    text, _ = current.render_transformer(data, {})
+    row = next(line for line in text.splitlines() if line.startswith("| xmtc xr-transformer"))
+    assert "0.25×" in row and "1.50×" in row  # train 50 / 200, P@1 30 / 20
+    assert "not installed" not in text

@@ -89,7 +89,7 @@ class CascadeXMLConfig(EndToEndParams):
 
 @register
 class CascadeXML(EndToEndModel):
-    """CascadeXML: one encoder pass, a different layer's [CLS] state for each level of the label tree."""
+    """CascadeXML: one encoder pass, a different layer's pooled state (the paper: [CLS]) for each tree level."""
 
     method = "cascadexml"
     config_class = CascadeXMLConfig

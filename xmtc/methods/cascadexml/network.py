@@ -52,12 +52,12 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   hardly depends on the text at all: the tests' tiny BERT's spread across texts is 0.1-0.2% of its size,
   against 16% for the mean). Measured on the pretrained encoder at full scale (yso-finna-en-2k-20k, 3
   epochs, no re-ranker, benchmarks/RESULTS.md): test P@1 34.46 with mean, 15.50 with cls, so the estimator
-  keeps mean; the network's own default stays ``cls``. Not yet measured: the three ``score`` rules
-  (``python benchmarks/cascadexml.py`` reports all three).
+  keeps mean; the network's own default stays ``cls``. The three ``score`` rules were measured on one
+  trained network: their figures are in the estimator's ``score`` help.
 * **Candidates.** The reference forces the true parents into a *fixed-size* top-k by adding 1 to their
   probability (``topk(s + y)``), so when a text has more than k true parents some are dropped and
-  otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that the issue and
-  XR-Transformer's eq. 8 state, so every true node is always trained and k predicted (hard) negatives are
+  otherwise fewer predicted parents are kept. We use the union ``top-k ∪ true parents`` that
+  XR-Transformer's eq. 8 states, so every true node is always trained and k predicted (hard) negatives are
   always present. The union is at most ``k + |P|`` parents per text.
 * **Loss mean.** The reference averages each level's BCE over a padded (B, S) block, padding included (it
   scores padding as logit 0, a constant log 2 that carries no gradient but dilutes the level's weight with

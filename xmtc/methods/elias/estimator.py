@@ -26,7 +26,7 @@ Where this differs from the reference code (nilesh2797/ELIAS ``run_benchmark.sh`
 ``nets.py``, ``optimizer_bundles.py``):
 
 * the reference clusters twice (a first clustering on BOW, 5 epochs of stage 1, then re-clustering on
-  ``[BOW, embedding]`` PIFA and stage 1 again); we cluster once on TF-IDF PIFA (the issue's recipe; the
+  ``[BOW, embedding]`` PIFA and stage 1 again); we cluster once on TF-IDF PIFA (the paper's method; the
   re-clustering is a refinement of the reference's script that is not part of the method);
 * the reference re-initialises W_L at stage 2 (it loads only the encoder and W_C from stage 1); we keep
   the stage-1 W_L by default (``reset_classifier=False``): with a few CPU epochs per stage there is no

@@ -14,11 +14,11 @@ yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``-
 
 * Tree shape, the one systematic difference. PECOS makes the leaves the smallest power of two
   ``>= L / max_leaf_size`` (a balanced binary tree split until its leaves hold at most 100 labels)
-  and groups the binary levels 16 at a time; xmtc used to split 16-way at every level, so bibtex's
-  159 labels got 16 leaves of ~10 labels where PECOS has 2 of ~80, and yso-finna-en-2k-20k
+  and groups the binary levels 16 at a time; a 16-way split at every level (``tree_shape="full"``)
+  gives bibtex's 159 labels 16 leaves of ~10 labels where PECOS has 2 of ~80, and yso-finna-en-2k-20k
   [16, 256, 1994] where PECOS has [2, 32, 1994]. Over five tree seeds that cost 1.10 P@1 / 0.21 P@5 on
   bibtex and 0.18 / 0.08 on 2k-20k. ``tree_shape="binary"`` (default) builds PECOS's shapes;
-  ``"full"`` keeps the old rule. Delicious (983 labels) and the full yso-finna-en get the same shape
+  ``"full"`` is the 16-way rule. Delicious (983 labels) and the full yso-finna-en get the same shape
   either way, reuters (90) is flat in both.
 * Same tree, same TFN negatives: the per-node solvers agree. Both run liblinear's dual coordinate
   descent for the L2-regularised squared hinge with a regularised bias feature of value 1, Cp = Cn = 1,

@@ -113,17 +113,19 @@ class XRTransformerConfig(TransformerParams):
 
     max_match_clusters: int = param(32768, "Fine-tune on every tree level with at most this many nodes"
                                     " (the label level too when L is below it).", minimum=2)
-    frozen_layers: int = param(3, "Fine-tune only the encoder's layers above its token embeddings and first k"
+    frozen_layers: int = param(4, "Fine-tune only the encoder's layers above its token embeddings and first k"
                                " transformer layers (0 = every weight; at most all but the top layer are frozen; an"
                                " encoder not laid out as BERT's is fine-tuned whole). The frozen part's output for each training"
                                " text is computed once and cached, so a step and an embedding pass of the training"
                                " texts run only the upper layers, and neither backward nor the optimiser touch the"
-                               " frozen weights (xmtc.neural.frozen). all-MiniLM-L6-v2 (6 layers), 32 tokens, bf16,"
-                               " texts that fill them (yso-finna-en-long, benchmarks/RESULTS.md): 3 measured P@1 / P@5"
-                               " 27.87 / 11.67 in 400 s against 27.92 / 11.79 in 626 s with 0, one run, and a training"
-                               " step 0.76-1.49 s against 3.6-6.0 s in one interleaved timing (2 frozen: 1.8-2.3 s)."
-                               " On yso-finna-en-2k-20k's short titles 3 measured 37.84 / 12.82 in 383 s against"
-                               " 37.86 / 12.87 in 313 s with 0 (there padding already made steps cheap; PECOS 1,059 s).",
+                               " frozen weights (xmtc.neural.frozen). all-MiniLM-L6-v2 (6 layers), 32 tokens, fp32 (a CPU"
+                               " without native bf16), quiet machine, P@1 / P@5 and time against PECOS XR-Transformer's in"
+                               " the same run (benchmarks/RESULTS.md): texts that fill the 32 tokens, 3,000 train: 0 28.26 /"
+                               " 11.80 at 0.76x, 3 27.92 / 11.61 at 0.49x, 4 27.70 / 11.56 at 0.35x (PECOS 23.23 / 9.72);"
+                               " 15,001 train: 3 30.25 / 13.13 at 0.46x, 4 30.52 / 12.91 at 0.36x (PECOS 25.68 / 9.76);"
+                               " yso-finna-en-2k-20k's titles: 3 37.66 / 12.84 in 288 s, 4 37.58 / 12.82 in 218 s (PECOS"
+                               " 35.66 / 11.74 in 1,059 s). 4 keeps the time under half of PECOS's where 3 is at the edge,"
+                               " for at most 0.22 P@1 or P@5.",
                                minimum=0)
     shortlist_topk: int = param(10, "Nodes kept from level t-1's predictions; their children form level t's"
                                 " shortlist.", minimum=1)
