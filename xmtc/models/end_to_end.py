@@ -79,9 +79,9 @@ class EndToEndParams(TfidfParams):
     alc: bool = param(False, "Train with the ALC auxiliary objective (xmtc/neural/alc.py): pair cross-entropies on"
                       " the hardest in-batch negatives + the threshold-consistent margin loss (TCM), both on the"
                       " method's final score, meant to let one score threshold accept more suggestions"
-                      " (coverage@P90). yso-finna-en-2k-20k, one seed each: CascadeXML at its defaults 1.44 -> 1.86"
-                      " calibrated, P@1 +0.28; LightXML's network alone 0.90 -> 1.24, P@1 -0.20; CascadeXML's"
-                      " network alone 0.04 both ways (benchmarks/RESULTS.md).")
+                      " (coverage@P90). yso-finna-en-2k-20k at the methods' defaults (re-ranked, calibrated), one"
+                      " seed each: LightXML 1.66 -> 2.80, P@1 +0.10; CascadeXML 1.44 -> 1.86, P@1 +0.28; the"
+                      " networks alone: LightXML 0.90 -> 1.24, CascadeXML 0.04 both ways (benchmarks/RESULTS.md).")
     alc_scale: float = param(0.3, "With alc: the auxiliary term's size as a fraction of the base loss (its value is"
                              " alc_scale x the batch's base loss; 0 = off). Where alc_clip binds it does not change"
                              " the gradient: on CascadeXML (yso-finna-en-2k-20k, trained) the clip factors are"
