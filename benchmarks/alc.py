@@ -232,22 +232,23 @@ def anatomy(args) -> int:
     Y = train.Y.tocsr()[sel]
     reps = [None] * len(sel)
     tok = model._tokenize([train.texts[i] for i in sel])
-    if args.anatomy_dropout:  # the representations the training step sees: every dropout on
+
+    def dropout_batches():  # the representations the training step sees: every dropout on
         torch.manual_seed(args.seed)
         model.encoder_.train()
         net.train()
         with torch.no_grad():
             for s in range(0, len(sel), B):
                 pos = np.arange(s, min(s + B, len(sel)))
-                rep = represent(model.encoder_, net, tok.batch(pos, model.device_))
-                for j, p in enumerate(pos):
-                    reps[int(p)] = [r[j].float().clone() for r in rep]
+                yield pos, represent(model.encoder_, net, tok.batch(pos, model.device_))
         model.encoder_.eval()
         net.eval()
-    else:
-        for pos, rep in eval_batches(model.encoder_, net, tok, B, model.device_, "auto", False, "anatomy"):
-            for j, p in enumerate(pos):
-                reps[int(p)] = [r[j].float().clone() for r in rep]
+
+    batches = dropout_batches() if args.anatomy_dropout else \
+        eval_batches(model.encoder_, net, tok, B, model.device_, "auto", False, "anatomy")
+    for pos, rep in batches:
+        for j, p in enumerate(pos):
+            reps[int(p)] = [r[j].float().clone() for r in rep]
     seen = []
     for b in range(args.anatomy_batches):
         ids = np.arange(b * B, (b + 1) * B)

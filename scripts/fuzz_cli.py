@@ -212,9 +212,10 @@ def cli_env() -> dict:
     return dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
 
 
-def run(args, timeout: float) -> subprocess.CompletedProcess:
+def run(args, timeout: float, **kw) -> subprocess.CompletedProcess:
+    """``xmtc args`` from this checkout as a subprocess (``kw``: more of subprocess.run's, e.g. ``cwd``)."""
     return subprocess.run([sys.executable, "-m", "xmtc.cli", *args], capture_output=True, timeout=timeout,
-                          env=cli_env())
+                          env=cli_env(), **kw)
 
 
 # -- one case -----------------------------------------------------------------------------------------------

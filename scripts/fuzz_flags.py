@@ -45,18 +45,17 @@ def commands(base: dict, case: Path) -> dict[str, list[str]]:
     """One working command line per sub-command, on the prepared inputs and the case's model (a copy of one
     of the prepared models: XR-Linear, XR-Linear with the label-text route, a tiny LightXML)."""
     model = str(case / "model")
-    copy = case / "model"
     return {
         "train": ["train", str(base["train.tsv"]), "-o", str(case / "new"), "-q"],
         "predict": ["predict", model, str(base["texts.txt"]), "-o", str(case / "pred.jsonl"), "-q"],
         "evaluate": ["evaluate", model, str(base["test.tsv"]), "--json", "-q"],
         "explain": ["explain", model, "oil prices rise in the gulf", "--json", "-q"],
         "select": ["select", model, str(base["texts.txt"]), "-n", "5", "-q"],
-        "calibrate": ["calibrate", str(copy), str(base["test.tsv"]), "--json", "-q"],
+        "calibrate": ["calibrate", model, str(base["test.tsv"]), "--json", "-q"],
         "split": ["split", str(base["train.tsv"]), "--train-out", str(case / "a.tsv"), "--valid-out",
                   str(case / "b.tsv"), "-q"],
         "info": ["info", model, "--json"],
-        "learn": ["learn", str(copy), str(base["test.tsv"]), "-o", str(case / "learned"), "-q"],
+        "learn": ["learn", model, str(base["test.tsv"]), "-o", str(case / "learned"), "-q"],
         "labels": ["labels", "find", model, "oil", "--json"],
         "ensemble": ["ensemble", model, model, "--input", str(base["texts.txt"]), "-q"],
         "encode": ["encode", model, str(base["texts.txt"]), "-o", str(case / "emb.npy"), "-q"],
@@ -100,8 +99,7 @@ def limit_memory() -> None:
 
 def run(argv: list[str], timeout: float, cwd: Path) -> subprocess.CompletedProcess:
     """One case, in its own folder: a relative path a fuzzed value names (``--plot=1.png``) lands there."""
-    return subprocess.run([sys.executable, "-m", "xmtc.cli", *argv], capture_output=True, timeout=timeout,
-                          env=fuzz_cli.cli_env(), preexec_fn=limit_memory, cwd=cwd)
+    return fuzz_cli.run(argv, timeout, preexec_fn=limit_memory, cwd=cwd)
 
 
 def judge(argv: list[str], proc: subprocess.CompletedProcess, n_texts: int) -> str | None:

@@ -11,6 +11,14 @@ from ...errors import ConfigError
 from ...linear.params import LinearTreeParams
 
 
+FROZEN_LAYERS_HELP = ("Fine-tune only the encoder's layers above its token embeddings and first k transformer layers"
+                      " (0 = every weight; at most all but the top layer are frozen; an encoder not laid out as"
+                      " BERT's is fine-tuned whole). The frozen part's output for each training text is computed"
+                      " once and cached, so a step and an embedding pass of the training texts run only the upper"
+                      " layers, and neither backward nor the optimiser touch the frozen weights"
+                      " (xmtc.neural.frozen).")
+
+
 @dataclass
 class TransformerParams(LinearTreeParams):
     """Shared by both transformer methods: the encoder, its fine-tuning, and how embeddings join TF-IDF."""
@@ -27,12 +35,7 @@ class TransformerParams(LinearTreeParams):
                          choices=("mean", "cls"))
     max_length: int = param(32, "Tokens kept per text (longer texts are truncated).", minimum=2)
     epochs: int = param(1, "Passes over the training texts per fine-tuned level.", minimum=1)
-    frozen_layers: int = param(0, "Fine-tune only the encoder's layers above its token embeddings and first k"
-                               " transformer layers (0 = every weight; at most all but the top layer are frozen; an"
-                               " encoder not laid out as BERT's is fine-tuned whole). The frozen part's output for each training"
-                               " text is computed once and cached, so a step and an embedding pass of the training"
-                               " texts run only the upper layers, and neither backward nor the optimiser touch the"
-                               " frozen weights (xmtc.neural.frozen).", minimum=0)
+    frozen_layers: int = param(0, FROZEN_LAYERS_HELP, minimum=0)
     frozen_cache_mb: int = param(4096, "frozen_layers: memory for the cached output of the frozen layers (2 bytes"
                                  " per token and hidden unit in bf16, 4 in fp32); beyond it the frozen layers run"
                                  " for every batch, without gradients.", minimum=0)
@@ -113,12 +116,7 @@ class XRTransformerConfig(TransformerParams):
 
     max_match_clusters: int = param(32768, "Fine-tune on every tree level with at most this many nodes"
                                     " (the label level too when L is below it).", minimum=2)
-    frozen_layers: int = param(4, "Fine-tune only the encoder's layers above its token embeddings and first k"
-                               " transformer layers (0 = every weight; at most all but the top layer are frozen; an"
-                               " encoder not laid out as BERT's is fine-tuned whole). The frozen part's output for each training"
-                               " text is computed once and cached, so a step and an embedding pass of the training"
-                               " texts run only the upper layers, and neither backward nor the optimiser touch the"
-                               " frozen weights (xmtc.neural.frozen). all-MiniLM-L6-v2 (6 layers), 32 tokens, fp32 (a CPU"
+    frozen_layers: int = param(4, FROZEN_LAYERS_HELP + " all-MiniLM-L6-v2 (6 layers), 32 tokens, fp32 (a CPU"
                                " without native bf16), quiet machine, P@1 / P@5 and time against PECOS XR-Transformer's in"
                                " the same run (benchmarks/RESULTS.md): texts that fill the 32 tokens, 3,000 train: 0 28.26 /"
                                " 11.80 at 0.76x, 3 27.92 / 11.61 at 0.49x, 4 27.70 / 11.56 at 0.35x (PECOS 23.23 / 9.72);"

@@ -202,7 +202,7 @@ class LevelTrainer:
                 hb = self.head.gather(torch.from_numpy(ids_s).to(self.device))
                 states = None if self.frozen is None else self.frozen.states(ids)
                 with autocast(self.device, s.precision):
-                    emb = model(batch) if states is None else model(batch, states)
+                    emb = model(batch, states)
                     scores = hb.score(emb).float()
                 loss = shortlist_loss(scores, torch.from_numpy(targets).to(self.device),
                                       torch.from_numpy(weights).to(self.device), s.loss)
