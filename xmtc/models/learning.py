@@ -64,7 +64,7 @@ def check_can_learn(model: Any) -> None:
 
 
 def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = ANCHOR,
-                     progress: bool = False):
+                     memory: bool = True, progress: bool = False):
     """XR-Linear's learn (see the module doc); ``model`` is updated in place and returned.
 
     ``Y``: label-name lists (names the model lacks become new labels, appended after its labels in sorted
@@ -97,9 +97,20 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         replay = (model.transform(X_old), _old_labels(model, Y_old))
         warm = "dual"
         solver_kw.update(C_pos=cfg.C_pos, C_neg=cfg.C_neg)
+    kept = getattr(model, "memory_", None) if memory else None
+    memory_rows, fresh_C = None, (cfg.C_pos, cfg.C_neg)
+    if kept is not None and replay is None and len(kept) == kept.seen:
+        # every training row is remembered: refit on old + new, the node's full objective (as replay does)
+        replay, warm = (kept.X, kept.Y), "dual"
+        solver_kw.update(C_pos=cfg.C_pos, C_neg=cfg.C_neg)
+    elif kept is not None and len(kept):
+        # a sample: the fresh labels' negatives stand for seen / len of them each (an unbiased estimate)
+        memory_rows, fresh_C = (kept.X, kept.Y), (cfg.C_pos, cfg.C_neg * kept.seen / len(kept))
+    cold = np.flatnonzero(np.asarray(model.label_counts_) == 0)
     new_models = []
     for t, tree_model in enumerate(model.models_):
-        updated, report = update(tree_model, X_feat, Y_new, warm=warm, replay=replay, negatives=cfg.negatives,
+        updated, report = update(tree_model, X_feat, Y_new, warm=warm, replay=replay, memory=memory_rows,
+                                 cold=cold, fresh_C=fresh_C, negatives=cfg.negatives,
                                  beam_size=cfg.beam_size, n_threads=resolve_threads(cfg.n_threads),
                                  progress=progress, **solver_kw)
         log.info("tree %d: learned %d documents, %d new labels, refitted nodes per level %s in %.1fs", t, n,
@@ -115,7 +126,24 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     carry_calibration(getattr(model, "calibration_", None), model.label_counts_,
                       docs_before(getattr(model, "calibration_", None), counts_before, n_before), model.n_train_)
     model.labels_ = vocab
+    _follow_labels(model, X_feat, Y_new)
     return model
+
+
+def _follow_labels(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix) -> None:
+    """What else is per label follows a learn: the removed-label mask grows with the vocabulary, a label that
+    now has documents leaves the label-text route (its ranker scores it), and the remembered training rows
+    take in the new documents (:mod:`xmtc.models.memory`)."""
+    L = len(model.labels_)
+    removed = getattr(model, "removed_", None)
+    if removed is not None and removed.size < L:
+        model.removed_ = np.concatenate([removed, np.zeros(L - removed.size, dtype=bool)])
+    route = getattr(model, "label_route_", None)
+    if route is not None:
+        route.remove(np.flatnonzero(np.asarray(Y_new.getnnz(axis=0)) > 0))
+    memory = getattr(model, "memory_", None)
+    if memory is not None:
+        memory.offer(X_feat, Y_new)
 
 
 def docs_before(cal, label_counts: np.ndarray, n_train: int) -> float:
