@@ -189,3 +189,220 @@ def test_transformer_explanation_has_an_embedding_term(tsv_sample, tiny_bert):
                     emb += float(X[i, n_tfidf:] @ path_w[t][n_tfidf:-1, node].toarray().ravel())
                     node = int(model.models_[0].chain[t].indices[node])
                 assert terms["[embedding]"] == pytest.approx(emb, rel=1e-4, abs=1e-6)
+
+
+# -- explain agrees with predict: the label-text route and removed labels (issue 32) ---------------------------
+@pytest.fixture(scope="module")
+def routed(tmp_path_factory):
+    """XR-Linear on 1,000 sample titles with a fifth of their labels stripped (kept in the label file), so that
+    the label-text route suggests those labels from their text; returns (model, {label id: label text})."""
+    import gzip
+
+    from xmtc.data import read_dataset, sample_path
+    from xmtc.models.calibrated_fit import fit_calibrated
+
+    d = tmp_path_factory.mktemp("routed")
+    rows = []
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i >= 1000:
+                break
+            lab, text = line.rstrip("\n").split("\t", 1)
+            rows.append(([x for x in lab.split(",") if x], text))
+    labels = sorted({x for lab, _ in rows for x in lab})
+    unseen = set(np.random.default_rng(0).choice(labels, size=len(labels) // 5, replace=False).tolist())
+    (d / "train.tsv").write_text("".join(",".join(x for x in lab if x not in unseen) + "\t" + t + "\n"
+                                         for lab, t in rows), encoding="utf-8")
+    with gzip.open(sample_path("labels"), "rt", encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    keep = [ln for ln in lines[1:] if ln.split("\t", 1)[0] in set(labels)]
+    (d / "all.tsv").write_text("\n".join([lines[0]] + keep) + "\n", encoding="utf-8")
+    ds = read_dataset(d / "train.tsv", label_file=d / "all.tsv", all_file_labels=True)
+    model = xmtc.XRLinear(n_trees=1, n_threads=2)
+    fit_calibrated(model, ds)
+    model.save(d / "m")
+    texts = {ln.split("\t")[0]: ln.split("\t")[3] for ln in keep}
+    return d / "m", texts, [t for _, t in rows[:12]]
+
+
+def _route_texts(model, texts, n=8):
+    """Label texts of routed labels (texts the route surely suggests for) and texts made of two of them."""
+    routed_ids = model.label_route_.label_ids.tolist()[:n]
+    own = [texts[model.labels_.names[j]] for j in routed_ids]
+    return own + [f"{a} and {b}" for a, b in zip(own[::2], own[1::2])]
+
+
+def _ranker_only(model, texts, k):
+    """The model's own calibrated top-k (its rankers'), the route taken away for the call."""
+    route, model.label_route_ = model.label_route_, None
+    try:
+        return model.predict_topk(texts, k)
+    finally:
+        model.label_route_ = route
+
+
+def test_explain_lists_predicts_labels_and_scores_route_labels_included(routed):
+    folder, label_texts, titles = routed
+    model = xmtc.load(folder)
+    texts = _route_texts(model, label_texts) + titles
+    route = model.label_route_
+    f = route.featurizer
+    seen_sources = set()
+    for k in (1, 3, 10):
+        expl = model.explain(texts, k=k, n_terms=10_000)
+        idx, scores = model.predict_topk(texts, k)
+        own_idx, own_sc = _ranker_only(model, texts, k)
+        for i, row in enumerate(expl):
+            want = [(model.labels_.names[j], float(s)) for j, s in zip(idx[i], scores[i]) if j >= 0]
+            assert [(e["label"], e["score"]) for e in row] == want   # same labels, order and scores, exactly
+            for e in row:
+                j = model.labels_.index[e["label"]]
+                seen_sources.add(e["source"])
+                assert "reason" not in e
+                own = {int(a): float(b) for a, b in zip(own_idx[i], own_sc[i]) if a >= 0}
+                if e["source"] == "ranker":
+                    assert own.get(j) == e["score"]
+                    continue
+                assert e["source"] == "label-text" and j in route.label_ids
+                # the route's probability of the cosine is the score, and beat the ranker's (if it had one)
+                cos = (f.transform([texts[i]]) @ f.transform([model.labels_.texts[j]]).T).toarray()[0, 0]
+                assert e["cosine"] == pytest.approx(cos, rel=1e-5)
+                assert e["score"] == pytest.approx(float(route.probabilities(np.array([cos]))[0]), rel=1e-5)
+                assert own.get(j, -1.0) < e["score"]
+    assert seen_sources == {"ranker", "label-text"}
+
+
+def test_route_label_ngrams_sum_to_the_cosine_of_the_featurizer_rows(routed):
+    folder, label_texts, _ = routed
+    model = xmtc.load(folder)
+    f = model.label_route_.featurizer
+    names = f.feature_names()
+    checked = 0
+    for text in _route_texts(model, label_texts):
+        for e in model.explain([text], k=5, n_terms=100_000)[0]:
+            if e["source"] != "label-text":
+                continue
+            x = f.transform([text])
+            m = f.transform([model.labels_.texts[model.labels_.index[e["label"]]]])
+            cos = float((x @ m.T).toarray()[0, 0])
+            assert 0.0 < cos and sum(t["weight"] for t in e["terms"]) == pytest.approx(cos, rel=1e-5)
+            assert e["margin"] == e["cosine"] and e["bias"] == 0.0
+            shared = set(x.indices.tolist()) & set(m.indices.tolist())
+            assert {t["term"] for t in e["terms"]} == {names[j] for j in shared}
+            for t in e["terms"]:  # each n-gram's weight is x_j * m_j
+                j = names.index(t["term"])
+                assert t["weight"] == pytest.approx(float(x[0, j]) * float(m[0, j]), rel=1e-6)
+            weights = [t["weight"] for t in e["terms"]]
+            assert weights == sorted(weights, reverse=True)
+            checked += 1
+    assert checked >= 8
+
+
+def test_removed_labels_are_never_explained(routed):
+    from xmtc.models.open_labels import remove_labels
+
+    folder, label_texts, titles = routed
+    model = xmtc.load(folder)
+    texts = _route_texts(model, label_texts) + titles
+    # remove a top-1 label the route gives and one the rankers give (each the first of its kind)
+    idx, _ = model.predict_topk(texts, 1)
+    own, _ = _ranker_only(model, texts, 1)
+    from_route = [int(a) for a, b in zip(idx[:, 0], own[:, 0]) if a != b and a in model.label_route_.label_ids]
+    from_rankers = [int(a) for a, b in zip(idx[:, 0], own[:, 0]) if a == b]
+    gone = {model.labels_.names[from_route[0]], model.labels_.names[from_rankers[0]]}
+    assert gone <= {e[0]["label"] for e in model.explain(texts, k=1)}
+    remove_labels(model, sorted(gone))
+    for k in (1, 3):
+        expl = model.explain(texts, k=k)
+        idx, scores = model.predict_topk(texts, k)
+        for row, ids, sc in zip(expl, idx, scores):
+            assert not gone & {e["label"] for e in row}
+            assert [(e["label"], e["score"]) for e in row] == [(model.labels_.names[j], float(s))
+                                                                for j, s in zip(ids, sc) if j >= 0]
+            assert len(row) == k
+
+
+def test_ngram_contributions_by_hand():
+    from xmtc.features.char_ngrams import CharNgramFeaturizer
+    from xmtc.models.explain import ngram_contributions
+
+    f = CharNgramFeaturizer((3, 3)).fit(["abc", "abcd"])
+    # " ab" and "abc" are in both texts (idf 1 + ln(3/3) = 1), "bc ", "bcd", "cd " in one (idf a = 1 + ln(3/2))
+    assert sorted(f.feature_names()) == [" ab", "abc", "bc ", "bcd", "cd "]
+    a = 1.0 + np.log(1.5)
+    nx, nm = np.sqrt(2 + a * a), np.sqrt(2 + 2 * a * a)  # "abc": 1, 1, a ; "abcd": 1, 1, a, a
+    c = ngram_contributions(f.transform(["abc"]), f.transform(["abcd"]), f.feature_names())
+    assert c["weights"] == {" ab": pytest.approx(1 / (nx * nm)), "abc": pytest.approx(1 / (nx * nm))}
+    assert c["cosine"] == pytest.approx(2 / (nx * nm))
+    # explicit rows: only shared features count, each x_j * m_j, named "#j" without names
+    x = sp.csr_matrix(([0.6, 0.8], [0, 2], [0, 2]), shape=(1, 4))
+    m = sp.csr_matrix(([0.5, 0.5, 0.7071], [1, 2, 3], [0, 3]), shape=(1, 4))
+    c = ngram_contributions(x, m)
+    assert c["weights"] == {"#2": pytest.approx(0.4)} and c["cosine"] == pytest.approx(0.4)
+
+
+def test_cli_explain_says_a_label_came_from_its_text(routed, capsys):
+    folder, label_texts, _ = routed
+    model = xmtc.load(folder)
+    text = _route_texts(model, label_texts, n=1)[0]
+    want = model.explain([text], k=2, n_terms=3)[0]
+    assert want[0]["source"] == "label-text"
+    assert main(["explain", str(folder), text, "-k", "2", "--n-terms", "3", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(want))
+    assert main(["explain", str(folder), text, "-k", "1", "--n-terms", "3"]) == 0
+    printed = capsys.readouterr().out
+    assert "from its label text" in printed and f"cosine {want[0]['cosine']:.3f}" in printed
+    assert repr(want[0]["terms"][0]["term"]) in printed  # n-grams quoted: their boundary spaces show
+
+
+def test_ensemble_explains_its_route_labels_from_their_text(routed):
+    folder, label_texts, titles = routed
+    model = xmtc.load(folder)
+    ens = Ensemble([model, xmtc.load(folder)])
+    texts = _route_texts(model, label_texts, n=4) + titles[:4]
+    expl = ens.explain(texts, k=3, n_terms=10_000)
+    single = model.explain(texts, k=ens.k_each, n_terms=10_000)  # what the ensemble asks each member for
+    idx, scores = ens.predict_topk(texts, 3)
+    for row, one, ids, sc in zip(expl, single, idx, scores):
+        assert [(e["label"], e["score"]) for e in row] == [(ens.labels_.names[j], float(s))
+                                                            for j, s in zip(ids, sc) if j >= 0]
+        # two copies of one model: the ensemble's evidence for a label is the model's own
+        own = {o["label"]: o for o in one}
+        for e in row:
+            assert e["source"] == own[e["label"]]["source"]
+            assert e["margin"] == pytest.approx(own[e["label"]]["margin"], rel=1e-9)
+            assert {t["term"]: t["weight"] for t in e["terms"]} == pytest.approx(
+                {t["term"]: t["weight"] for t in own[e["label"]]["terms"]}, rel=1e-9)
+    assert {e["source"] for row in expl for e in row} == {"ranker", "label-text"}
+
+
+def test_a_label_added_after_training_is_explained_by_its_text_and_one_without_evidence_says_why(routed):
+    from xmtc.data.labels import LabelVocab
+    from xmtc.models.explain import label_evidence
+    from xmtc.models.open_labels import add_labels
+
+    folder, _, _ = routed
+    model = xmtc.load(folder)
+    n_before = len(model.labels_)
+    add_labels(model, LabelVocab(["zz-new"], display=["zymurgy"], texts=["zymurgy and home brewing of beer"]))
+    j = model.labels_.index["zz-new"]
+    assert j == n_before  # past every ranker: the rankers know nothing of it
+    text = "home brewing of beer"
+    expl = model.explain([text], k=3, n_terms=100)[0]
+    idx, scores = model.predict_topk([text], 3)
+    assert [(e["label"], e["score"]) for e in expl] == [(model.labels_.names[a], float(s))
+                                                         for a, s in zip(idx[0], scores[0])]
+    new = next(e for e in expl if e["label"] == "zz-new")
+    assert new["source"] == "label-text" and new["display"] == "zymurgy"
+    f = model.label_route_.featurizer
+    x, m = f.transform([text]), f.transform(["zymurgy and home brewing of beer"])
+    assert {t["term"] for t in new["terms"]} == {f.feature_names()[c] for c in set(x.indices) & set(m.indices)}
+    assert new["cosine"] == pytest.approx(float((x @ m.T).toarray()[0, 0]), rel=1e-5)
+    # with the label taken out of the route it has no evidence left: the entry says why instead of vanishing
+    model.label_route_.remove([j])
+    ev = label_evidence(model, [text], [[j]], (np.array([[j]]), np.array([[0.5]], dtype=np.float32)))[0][0]
+    assert ev["source"] is None and "no ranker" in ev["reason"] and "zz-new" in ev["reason"]
+    from xmtc.models.explain import _entry
+
+    entry = _entry(model.labels_, j, 0.5, ev, 5)
+    assert entry["terms"] == [] and entry["margin"] is None and entry["reason"] == ev["reason"]

@@ -8,8 +8,10 @@ import json
 
 def add_parser(sub, common) -> None:
     p = sub.add_parser("explain", help="Show the words/n-grams that led to each suggested label.",
-                       description="Suggest labels for TEXT and list, for each, the input terms with the"
-                                   " largest exact contributions to its score (see xmtc.models.explain).")
+                       description="Suggest labels for TEXT (the labels and scores `xmtc predict` gives) and"
+                                   " list, for each, the input terms with the largest exact contributions to"
+                                   " its score; a label suggested from its label text lists the character"
+                                   " n-grams the text shares with it (see xmtc.models.explain).")
     p.add_argument("model_dir")
     p.add_argument("text", help="The text to explain (quote it).")
     p.add_argument("-k", type=int, default=5, help="Labels to explain (default: 5).")
@@ -34,7 +36,17 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for e in labels:
         name = e["label"] if e["display"] == e["label"] else f"{e['display']} ({e['label']})"
-        print(f"{e['score']:.4f}  {name}   [margin {e['margin']:+.3f} = terms + bias {e['bias']:+.3f}]")
+        source = e.get("source")
+        if source is None:
+            print(f"{e['score']:.4f}  {name}   [not explained: {e.get('reason', 'no evidence')}]")
+            continue
+        if source == "label-text":
+            print(f"{e['score']:.4f}  {name}   [from its label text: cosine {e['cosine']:.3f} = the n-grams it"
+                  " shares with the text]")
+        else:
+            print(f"{e['score']:.4f}  {name}   [margin {e['margin']:+.3f} = terms + bias {e['bias']:+.3f}]")
         for t in e["terms"]:
-            print(f"        {t['weight']:+8.4f}  {t['term']}")
+            # an n-gram of a label text is quoted: its word-boundary spaces (" rai") are part of it
+            text = repr(t["term"]) if t.get("source", source) == "label-text" else t["term"]
+            print(f"        {t['weight']:+8.4f}  {text}")
     return 0

@@ -52,6 +52,11 @@ class CharNgramFeaturizer:
         X.data /= np.repeat(np.where(norms > 0, norms, 1.0), np.diff(X.indptr)).astype(np.float32)
         return X
 
+    def feature_names(self) -> list[str]:
+        """The n-gram of every feature index (word-boundary padding spaces included, e.g. ``" rai"``); the
+        featurizer's own list, not a copy: read it, do not change it."""
+        return self.ngrams_
+
     # -- storage ----------------------------------------------------------------------------------------
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         encoded = [g.encode("utf-8", "surrogatepass") for g in self.ngrams_]

@@ -2,12 +2,27 @@
 
 Every estimator answers ``model.explain(texts, k=5, n_terms=10)`` with, per text, its top-k labels::
 
-    [{"label": "p1234", "display": "railways", "score": 0.83, "margin": 1.9, "bias": -0.4,
+    [{"label": "p1234", "display": "railways", "score": 0.83, "source": "ranker", "margin": 1.9, "bias": -0.4,
       "terms": [{"term": "railway", "weight": 1.21}, {"term": "finnish railway", "weight": 0.77}, ...]}, ...]
 
-``display`` is the label's name from the label file (else its id). ``score`` is the score ``predict`` gives (calibrated when the model holds a calibration). ``terms``
-are the n-grams of the TF-IDF vocabulary (feature names) with the largest contributions, sorted by
-weight, descending (terms with zero contribution are left out).
+The labels, their order and their scores are ``predict``'s: explain calls ``model.predict_topk(texts, k)``
+and explains each label it returns, so the two agree by construction (calibrated scores, labels known only
+by their text merged in, removed labels never shown). ``display`` is the label's name from the label file
+(else its id). ``terms`` are the features with the largest contributions, sorted by weight, descending
+(terms with zero contribution are left out).
+
+``source`` says where the suggestion came from:
+
+* ``"ranker"``: the model's own rankers scored the label; ``terms`` are n-grams of the TF-IDF vocabulary
+  (feature names) and their weights are exact shares of ``margin`` (below, per method).
+* ``"label-text"``: the label-text route (:mod:`xmtc.models.label_route`) suggested it, from the label's
+  text (a label without training documents, or one whose text beat its ranker's score). The entry adds
+  ``"cosine"``: the cosine between the text's and the label text's character n-gram TF-IDF rows, which
+  the route's map turned into ``score``. ``terms`` are the n-grams the two share (word-boundary spaces
+  kept: ``" rai"``), each weighted ``x_j * m_j``; they sum exactly to the cosine, and ``margin`` is the
+  cosine with ``bias`` 0, so ``sum(term weights) + bias == margin`` holds for either source.
+* ``None``: the label cannot be explained; ``"reason"`` says why, ``terms`` is empty and ``margin`` /
+  ``bias`` are ``None``. The label is still listed, with its score, in its place.
 
 What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the arithmetic):
 
@@ -33,7 +48,9 @@ What "contribution" means, per method (see :mod:`xmtc.linear.explain` for the ar
   every member that knows the label, whether or not it ranked it; a label some members lack is
   explained by those that know it, their weights renormalised). For ``average`` this mirrors how the scores are
   combined; for ``rank-average``/``sigmoid-average`` it is an average of margins, not a decomposition of
-  the combined score.
+  the combined score. A member whose suggestion of the label came from its label-text route contributes
+  its n-gram weights (and its cosine as its margin); where members of both kinds meet, ``source`` is
+  ``"ranker+label-text"`` and every term says its own ``source``.
 * Models trained on precomputed features have no vocabulary: terms are named ``"#<feature id>"``.
 """
 
@@ -47,6 +64,7 @@ import scipy.sparse as sp
 from ..errors import ConfigError
 
 EMBEDDING_TERM = "[embedding]"
+RANKER, LABEL_TEXT = "ranker", "label-text"  # an explanation's ``source``
 
 
 def _check_k(name: str, value: Any) -> int:
@@ -157,6 +175,25 @@ def neural_label_contributions(model, X_feat: sp.csr_matrix, emb: np.ndarray,
     return out
 
 
+def ngram_contributions(x_row: sp.spmatrix, m_row: sp.spmatrix, names=None) -> dict:
+    """The cosine between a text's TF-IDF row ``x`` and a label text's row ``m`` (both L2-normalised), split
+    over the features they share: ``{"weights": {name: x_j * m_j}, "cosine": sum of them}``.
+
+    ``names``: feature index -> name (a featurizer's ``feature_names()``); ``None`` names them ``"#<id>"``.
+    """
+    x, m = (sp.csr_matrix(r, copy=True) for r in (x_row, m_row))
+    x.sum_duplicates()  # sorted, unique indices (a no-op for a featurizer's rows)
+    m.sum_duplicates()
+    shared, ix, im = np.intersect1d(x.indices, m.indices, assume_unique=True, return_indices=True)
+    w = x.data[ix].astype(np.float64) * m.data[im].astype(np.float64)
+    weights: dict[str, float] = {}
+    for j, v in zip(shared.tolist(), w.tolist()):
+        if v != 0.0:
+            term = names[j] if names is not None else f"#{j}"
+            weights[term] = weights.get(term, 0.0) + v
+    return {"weights": weights, "cosine": float(w.sum())}
+
+
 def _features(model, texts):
     """``(features the rankers see, embeddings or None)``, each computed once."""
     if getattr(model, "matcher", "linear") != "neural":
@@ -171,13 +208,111 @@ def _contributions(model, X_feat, emb, labels_per_row):
     return label_contributions(model, X_feat, labels_per_row)
 
 
-def _format(vocab, idx_row, score_row, contribs, n_terms: int) -> list[dict]:
+def _ranked_labels(model, emb) -> int:
+    """How many labels the model's rankers know (labels added later by their text have no ranker)."""
+    levels = model.rankers_.levels_ if emb is not None else model.models_[0].levels_
+    return int(levels[-1].bias_w.shape[0])
+
+
+def _route(model, texts):
+    """The model's label-text route where it can score ``texts`` (texts, not feature rows), else None."""
+    route = getattr(model, "label_route_", None)
+    if route is None or not len(route) or sp.issparse(texts) or isinstance(texts, np.ndarray):
+        return None
+    return route
+
+
+def _own_topk(model, X_feat, emb, texts, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """The model's own calibrated top-``width`` (its rankers', before the route is merged in), as wide as
+    :meth:`~xmtc.models.base.XMCModel.predict_topk` asks for (room for the removed labels)."""
+    removed = getattr(model, "removed_", None)
+    width = int(width) + (min(int(removed.sum()), 64) if removed is not None else 0)
+    raw = model._neural_predict(X_feat, emb, width) if emb is not None else model._predict_features(X_feat, width)
+    return model.calibrated_topk(*raw, texts)
+
+
+def _reason(j: int, model) -> str:
+    return (f"label {model.labels_.names[j]!r} has no ranker in this model (it was added after training) and"
+            " is not in its label-text route")
+
+
+def label_evidence(model, texts, labels_per_row: list[list[int]],
+                   suggested: tuple[np.ndarray, np.ndarray]) -> list[list[dict]]:
+    """Per row and label (the model's own ids): what made its score.
+
+    ``suggested``: the model's ``predict_topk(texts, w)`` (any ``w``), which tells, for each label in it, where
+    its score came from. The route's labels were merged into the model's own calibrated top-w by score
+    (:func:`~xmtc.models.label_route.merge_topk`: the higher score, the model's on a tie), so a routed label
+    whose suggested score is not the model's own for it (or that the model's own top-w lacks) has the
+    route's score, and is explained by its text; every other label by its ranker. A label not in
+    ``suggested`` (an ensemble member's label that the member did not suggest) is explained by its ranker,
+    else by its text. Returns dicts ``{"source", "weights", "margin", "bias"[, "cosine"]}``, or ``{"source":
+    None, "reason"}`` for a label that cannot be explained.
+    """
+    X_feat, emb = _features(model, texts)
+    n_ranked = _ranked_labels(model, emb)
+    route = _route(model, texts)
+    pos_of = {j: p for p, j in enumerate(route.label_ids.tolist())} if route is not None else {}
+    sug_idx = np.asarray(suggested[0])
+    from_route: set[tuple[int, int]] = set()
+    suggested_sets = [set(row.tolist()) for row in sug_idx]
+    if pos_of:
+        cand = [(i, j) for i, row in enumerate(labels_per_row) for j in row if j in pos_of and j in suggested_sets[i]]
+        if cand:
+            own_idx, own_sc = _own_topk(model, X_feat, emb, texts, sug_idx.shape[1])
+            sug_score = {(i, int(j)): s for i, (r_idx, r_sc) in enumerate(zip(sug_idx, np.asarray(suggested[1])))
+                         for j, s in zip(r_idx, r_sc) if j >= 0}
+            for i, j in cand:
+                # the route's score won where the suggestion's score is not the model's own for the label
+                own = np.flatnonzero(own_idx[i] == j)
+                if not own.size or own_sc[i, own[0]] != sug_score[(i, j)]:
+                    from_route.add((i, j))
+    sources = []
+    for i, row in enumerate(labels_per_row):
+        src = []
+        for j in row:
+            if (i, j) in from_route or (j not in suggested_sets[i] and j >= n_ranked and j in pos_of):
+                src.append(LABEL_TEXT)
+            elif j < n_ranked:
+                src.append(RANKER)
+            else:
+                src.append(None)
+        sources.append(src)
+    ranker_rows = [[j for j, s in zip(row, src) if s == RANKER] for row, src in zip(labels_per_row, sources)]
+    ranked = _contributions(model, X_feat, emb, ranker_rows) if any(ranker_rows) else [[] for _ in labels_per_row]
+    text_rows = route.featurizer.transform(list(texts)) if any(LABEL_TEXT in src for src in sources) else None
+    names = None
+    if route is not None and callable(getattr(route.featurizer, "feature_names", None)):
+        names = route.featurizer.feature_names()
     out = []
-    for j, s, c in zip(idx_row, score_row, contribs):
-        terms = sorted(c["weights"].items(), key=lambda kv: (-kv[1], kv[0]))[:n_terms]
-        out.append({"label": vocab.names[j], "display": vocab.display_name(j), "score": float(s),
-                    "margin": c["margin"], "bias": c["bias"],
-                    "terms": [{"term": t, "weight": float(w)} for t, w in terms]})
+    for i, (row, src) in enumerate(zip(labels_per_row, sources)):
+        it = iter(ranked[i])
+        evidence = []
+        for j, s in zip(row, src):
+            if s == RANKER:
+                evidence.append({"source": RANKER, **next(it)})
+            elif s == LABEL_TEXT:
+                c = ngram_contributions(text_rows[i], route.M[pos_of[j]], names)
+                evidence.append({"source": LABEL_TEXT, "weights": c["weights"], "margin": c["cosine"], "bias": 0.0,
+                                 "cosine": c["cosine"]})
+            else:
+                evidence.append({"source": None, "reason": _reason(j, model)})
+        out.append(evidence)
+    return out
+
+
+def _entry(vocab, j: int, score: float, ev: dict, n_terms: int) -> dict:
+    out = {"label": vocab.names[j], "display": vocab.display_name(j), "score": float(score), "source": ev["source"]}
+    if "reason" in ev:
+        out.update(margin=None, bias=None, terms=[], reason=ev["reason"])
+        return out
+    terms = sorted(ev["weights"].items(), key=lambda kv: (-kv[1], str(kv[0])))[:n_terms]
+    out.update(margin=float(ev["margin"]), bias=float(ev["bias"]))
+    if "cosine" in ev:
+        out["cosine"] = float(ev["cosine"])
+    mixed = ev["source"] not in (RANKER, LABEL_TEXT)
+    out["terms"] = [{"term": t[1], "weight": float(w), "source": t[0]} if mixed else {"term": t, "weight": float(w)}
+                    for t, w in terms]
     return out
 
 
@@ -185,45 +320,63 @@ def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict
     """:meth:`XRLinear.explain` (and the transformer methods'): see the module docstring."""
     k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
     model._check_fitted()
-    X_feat, emb = _features(model, texts)
-    raw = model._neural_predict(X_feat, emb, k) if emb is not None else model._predict_features(X_feat, k)
-    idx, scores = model.calibrated_topk(*raw, texts)
+    idx, scores = model.predict_topk(texts, k)
     labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
-    contribs = _contributions(model, X_feat, emb, labels_per_row)
-    return [_format(model.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, contribs)]
+    evidence = label_evidence(model, texts, labels_per_row, (idx, scores))
+    return [[_entry(model.labels_, j, s, ev, n_terms) for j, s, ev in zip(lab, sc, evs)]
+            for lab, sc, evs in zip(labels_per_row, scores, evidence)]
 
 
 def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
     """:meth:`Ensemble.explain`: weighted mean of the members' contributions to the ensemble's top-k."""
+    from .base import checked_k
+
     k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
     idx, scores = ens.predict_topk(texts, k)
     labels_per_row = [[int(j) for j in row if j >= 0] for row in idx]
     weights = np.ones(len(ens.models)) if ens.weights is None else np.asarray(ens.weights, dtype=np.float64)
     weights = weights / weights.sum()
-    combined = [[{"weights": {}, "margin": 0.0, "bias": 0.0} for _ in row] for row in labels_per_row]
     member_ids = getattr(ens, "member_ids_", None) or [np.arange(len(ens.labels_))] * len(ens.models)
-    local_of = []  # per member: union label id -> its own id, -1 where it lacks the label
-    for ids in member_ids:
-        inv = np.full(len(ens.labels_), -1, dtype=np.int64)
-        inv[ids] = np.arange(len(ids))
-        local_of.append(inv)
-    # a label some members lack is explained by those that know it, their weights renormalised
-    shared = all(np.all(inv >= 0) for inv in local_of)
-    known_w = [[1.0 if shared else sum(w for w, inv in zip(weights, local_of) if inv[j] >= 0) for j in row]
-               for row in labels_per_row]
-    for member, w, inv in zip(ens.models, weights, local_of):
+    k_each = max(checked_k(k, len(ens.labels_)), ens.k_each)  # what the ensemble asks each member for
+    # per row and label: the members' (weight, evidence), for the members that know the label
+    parts: list[list[list[tuple[float, dict]]]] = [[[] for _ in row] for row in labels_per_row]
+    for member, w, ids in zip(ens.models, weights, member_ids):
         if not hasattr(member, "models_"):
             raise ConfigError(f"cannot explain an ensemble member of type {type(member).__name__}")
+        inv = np.full(len(ens.labels_), -1, dtype=np.int64)  # union label id -> the member's own, -1 where none
+        inv[ids] = np.arange(len(ids))
         own = [[int(inv[j]) for j in row if inv[j] >= 0] for row in labels_per_row]
-        parts = _contributions(member, *_features(member, texts), own)
-        for row_out, row_labels, row_in, row_w in zip(combined, labels_per_row, parts, known_w):
-            it = iter(row_in)
-            for acc, j, kw in zip(row_out, row_labels, row_w):
-                if inv[j] < 0:
-                    continue
-                c, share = next(it), w / kw
-                for term, v in c["weights"].items():
-                    acc["weights"][term] = acc["weights"].get(term, 0.0) + share * v
-                acc["margin"] += share * c["margin"]
-                acc["bias"] += share * c["bias"]
-    return [_format(ens.labels_, lab, sc[:len(lab)], c, n_terms) for lab, sc, c in zip(labels_per_row, scores, combined)]
+        evidence = label_evidence(member, texts, own, member.predict_topk(texts, k_each))
+        for row_parts, row_labels, row_ev in zip(parts, labels_per_row, evidence):
+            it = iter(row_ev)
+            for acc, j in zip(row_parts, row_labels):
+                if inv[j] >= 0:
+                    acc.append((float(w), next(it)))
+    out = []
+    for row_labels, row_scores, row_parts in zip(labels_per_row, scores, parts):
+        out.append([_entry(ens.labels_, j, s, _combine(p), n_terms)
+                    for j, s, p in zip(row_labels, row_scores, row_parts)])
+    return out
+
+
+def _combine(parts: list[tuple[float, dict]]) -> dict:
+    """The members' evidence for one label, weighted by their ensemble weights renormalised over the members
+    that can explain it."""
+    usable = [(w, ev) for w, ev in parts if "reason" not in ev]
+    if not usable:
+        reason = parts[0][1]["reason"] if parts else "no member of the ensemble knows this label"
+        return {"source": None, "reason": reason}
+    total = sum(w for w, _ in usable)
+    kinds = sorted({ev["source"] for _, ev in usable}, key=[RANKER, LABEL_TEXT].index)
+    mixed = len(kinds) > 1
+    acc = {"source": "+".join(kinds), "weights": {}, "margin": 0.0, "bias": 0.0}
+    for w, ev in usable:
+        share = w / total
+        for term, v in ev["weights"].items():
+            key = (ev["source"], term) if mixed else term
+            acc["weights"][key] = acc["weights"].get(key, 0.0) + share * v
+        acc["margin"] += share * ev["margin"]
+        acc["bias"] += share * ev["bias"]
+    if kinds == [LABEL_TEXT]:
+        acc["cosine"] = acc["margin"]
+    return acc

@@ -180,7 +180,11 @@ def make_pages() -> APIRouter:
             j = index.get(item["label"])
             entry = project.subject(j, float(item["score"])) if j is not None else {
                 "uri": item["label"], "label": item["label"], "notation": None, "score": float(item["score"])}
-            entry["terms"] = [{"term": str(t["term"]), "weight": float(t["weight"])} for t in item["terms"]]
+            entry["source"] = item.get("source")  # "ranker", "label-text" (the label's own text) or None
+            if entry["source"] is None:  # not explained: why, and no terms (the page shows none for it)
+                entry["reason"] = str(item.get("reason", ""))
+            else:
+                entry["terms"] = [{"term": str(t["term"]), "weight": float(t["weight"])} for t in item["terms"]]
             out.append(entry)
         return {"results": out}
 
