@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ import scipy.sparse as sp
 
 from ..errors import DataFormatError
 from .io import Source, atomic_output, is_stream, iter_lines
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,7 +55,11 @@ def _split_labels(path, lineno: int, field: str) -> list[str]:
     for name in field.split(","):
         name = name.strip()
         if not name:
-            raise DataFormatError(path, lineno, f"empty label name in {field!r}")
+            # a long field with spaces is a text, not labels: say so rather than quote a whole abstract
+            hint = " (is the first column a text? expected 'label1,label2<TAB>text')" \
+                if len(field) > 60 and " " in field else ""
+            shown = field[:60] + "..." if hint else field
+            raise DataFormatError(path, lineno, f"empty label name in {shown!r}{hint}")
         out.append(name)
     return list(dict.fromkeys(out))
 
@@ -68,7 +75,30 @@ def read_tsv(path) -> RawDocuments:
         labels.append(_split_labels(path, lineno, head))
         texts.append(text)
         lines.append(lineno)
+    _warn_if_labels_look_like_text(path, labels)
     return RawDocuments(texts, None, labels, lines)
+
+
+_SWAP_SAMPLE = 5000  # labelled documents looked at: the first ones, enough evidence and cheap on any file
+
+
+def _warn_if_labels_look_like_text(path, labels: list[list[str]]) -> None:
+    """Warn (one line naming the file) when the labels column of a TSV file looks like texts: the columns
+    swapped (``text<TAB>labels``), which reads without an error and trains a model on one label per title.
+
+    The evidence, over the first labelled documents: most label names contain a space, and almost none
+    occurs twice (real labels recur over documents; titles split at their commas do not). A warning, not
+    an error: a small file of long, rare label names can look the same."""
+    names = [name for row in labels[:_SWAP_SAMPLE] if row for name in row]
+    n_docs = sum(1 for row in labels[:_SWAP_SAMPLE] if row)
+    if n_docs < 10:
+        return
+    spaced = sum(1 for name in names if " " in name)
+    if 2 * spaced > len(names) and len(set(names)) >= 0.9 * len(names):
+        example = next(name for name in names if " " in name)
+        log.warning("%s: the labels column looks like text (%d of %d label names contain spaces and almost"
+                    " none repeats, e.g. %r): are the columns swapped? expected 'label1,label2<TAB>text'",
+                    path, spaced, len(names), example[:60])
 
 
 def write_tsv(path, texts, label_lists) -> None:

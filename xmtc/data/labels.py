@@ -15,6 +15,7 @@ from typing import Iterable, Sequence
 
 from ..errors import DataFormatError, ModelFormatError
 from .io import iter_lines
+from .label_layout import check_header_line, check_rows, is_number
 
 
 class LabelVocab:
@@ -121,8 +122,11 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
     * no header, several columns: ``id<TAB>name[<TAB>text]``; a column of plain numbers is not a name
       (Reuters' ``name<TAB>n_train<TAB>n_test``).
 
-    A label without a text uses its display name as its text. ``ids``, when given, is only used to
-    check that a one-column file has a line for every numeric label id.
+    A label without a text uses its display name as its text. ``ids``, the label ids of the data or model
+    the file is for, when given: a one-column file must have a line for every numeric label id, and a
+    file without a header must hold them in its first column. A file in none of these layouts (a CSV, a
+    header row without ``#``, the text before the id) is refused in one line naming the line and the
+    expected columns (:mod:`xmtc.data.label_layout`).
     """
     rows: list[tuple[int, list[str]]] = []
     header: list[str] | None = None
@@ -131,9 +135,12 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
             continue
         if line.startswith("#"):
             if header is None and not rows:
+                check_header_line(path, lineno, line)
                 header = [h.strip().lower() for h in line[1:].split("\t")]
             continue
         rows.append((lineno, line.split("\t")))
+    if header is None:
+        check_rows(path, rows, ids)  # a CSV, a header without '#', swapped columns: refused at their line
     out: dict[str, tuple[str, str]] = {}
     if header is not None:
         def col(*prefixes: str) -> int | None:
@@ -161,7 +168,7 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
         label = parts[0].strip()
         if not label:
             raise DataFormatError(path, lineno, "empty label id in the first column")
-        words = [p.strip() for p in parts[1:] if p.strip() and not _is_number(p)]
+        words = [p.strip() for p in parts[1:] if p.strip() and not is_number(p)]
         name = words[0] if words else ""
         text = words[1] if len(words) > 1 else name
         out[label] = (name, text)
@@ -200,11 +207,3 @@ def read_label_uris(path: str | os.PathLike) -> dict[str, str]:
 
 def _is_str_list(value) -> bool:
     return isinstance(value, list) and all(isinstance(x, str) for x in value)
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True

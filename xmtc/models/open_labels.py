@@ -116,40 +116,106 @@ def apply_open_labels(model, idx: np.ndarray, scores: np.ndarray, X, k: int) -> 
     return idx[:, :k], scores[:, :k]
 
 
-def add_labels(model, new: LabelVocab) -> int:
-    """Add the labels of ``new`` (ids not yet in the model; names, texts, URIs) to ``model``; returns how many
-    were added. A label of ``new`` already in the model and removed is unmasked; one present and active is
-    refused (its text belongs to what the model learned)."""
+class LabelChanges(int):
+    """What :func:`add_labels` did with a label file's labels: ``added`` (new to the model), ``updated`` (known,
+    with a name, URI or text that changed), ``unchanged`` (known, as they were); the three add up to the
+    file's labels. ``restored``: how many known ones were removed labels, now unmasked.
+
+    An ``int`` whose value is ``added + restored`` (the labels the model can now suggest that it could not),
+    what ``add_labels`` returned before it took known labels, so code that counts on it keeps working."""
+
+    added: int
+    updated: int
+    unchanged: int
+    restored: int
+
+    def __new__(cls, added: int, updated: int, unchanged: int, restored: int) -> "LabelChanges":
+        obj = super().__new__(cls, added + restored)
+        obj.added, obj.updated, obj.unchanged, obj.restored = added, updated, unchanged, restored
+        return obj
+
+    def __repr__(self) -> str:
+        return (f"LabelChanges(added={self.added}, updated={self.updated}, unchanged={self.unchanged},"
+                f" restored={self.restored})")
+
+    def summary(self) -> str:
+        """One line for people: ``added 3, updated 2, unchanged 1,994 labels (1 removed label restored)``."""
+        line = f"added {self.added:,}, updated {self.updated:,}, unchanged {self.unchanged:,} labels"
+        if self.restored:
+            line += f" ({self.restored:,} removed label{'s' if self.restored != 1 else ''} restored)"
+        return line
+
+
+def add_labels(model, new: LabelVocab) -> LabelChanges:
+    """Take the labels of ``new`` (a label file: ids, names, texts, URIs) into ``model`` as a new release of a
+    vocabulary is taken: labels the model lacks are added, and known ones get the file's display names, URIs
+    and texts (a value the file leaves empty keeps the model's). A known label the label-text route scores
+    (no training document) is re-routed by its new text; one learned from documents keeps its ranker, only
+    its vocabulary entry changes. A removed label in the file is unmasked. On an error nothing changes.
+
+    Methods that score label texts natively (``model.add_labels``: dual encoder, label-text, knn) index the
+    added labels themselves; a known label's new text reaches their index when they are next trained."""
     vocab = model.labels_
-    present = [n for n in new.names if n in vocab.index]
-    removed = getattr(model, "removed_", None)
-    active = [n for n in present if removed is None or not removed[vocab.index[n]]]
-    if active:
-        raise ConfigError(f"{len(active)} of the labels are already in the model (e.g. {active[0]!r});"
-                          " remove them first to replace them")
-    if removed is not None:
-        for n in present:
-            removed[vocab.index[n]] = False
     fresh = [j for j, n in enumerate(new.names) if n not in vocab.index]
-    if not fresh:
-        return len(present)
     texts = [new.texts[j] if new.texts and new.texts[j] else (new.display[j] if new.display else new.names[j])
              for j in fresh]
     if any(not t.strip() for t in texts):
         raise ConfigError("every added label needs a text (or at least a name) to be suggested by")
-    if hasattr(model, "add_labels"):  # the method embeds label texts itself
-        model.add_labels(_grown_vocab(vocab, new, fresh, texts))
-    else:
-        route = getattr(model, "label_route_", None)
-        if route is None:
-            raise ConfigError(f"this {model.method} model has no label-text route (it was trained without label"
-                              " texts): train it with --label-file to add labels by their text")
-        grown = _grown_vocab(vocab, new, fresh, texts)
-        first = len(vocab)
-        model.labels_ = grown
-        route.add(np.arange(first, first + len(fresh)), texts)
-    _grow_label_arrays(model, len(fresh))
-    return len(fresh) + len(present)
+    native = hasattr(model, "add_labels")  # the method embeds label texts itself
+    route = getattr(model, "label_route_", None)
+    if fresh and not native and route is None:
+        raise ConfigError(f"this {model.method} model has no label-text route (it was trained without label"
+                          " texts): train it with --label-file to add labels by their text")
+    updated, changes = _updated_vocab(vocab, new)
+    model.labels_ = updated
+    if fresh:
+        grown = _grown_vocab(updated, new, fresh, texts)
+        if native:
+            try:
+                model.add_labels(grown)
+            except BaseException:
+                model.labels_ = vocab
+                raise
+        else:
+            model.labels_ = grown
+            route.add(np.arange(len(vocab), len(vocab) + len(fresh)), texts)
+        _grow_label_arrays(model, len(fresh))
+    retexted = [c for c, fields in changes.items() if "text" in fields]
+    if retexted and native:
+        log.warning("%d known label%s got a new text: this %s model scores by the texts it indexed until it"
+                    " is trained again", len(retexted), "s" if len(retexted) != 1 else "", model.method)
+    elif retexted and route is not None:
+        unseen = [c for c in retexted if model.label_counts_[c] == 0]  # scored by their text, not by documents
+        route.add(np.asarray(unseen, dtype=np.int64), [updated.texts[c] for c in unseen])
+    removed = getattr(model, "removed_", None)
+    back = [] if removed is None else [c for c in map(vocab.index.get, new.names) if c is not None and removed[c]]
+    if back:
+        removed[back] = False
+    n_known = len(new) - len(fresh)
+    return LabelChanges(len(fresh), len(changes), n_known - len(changes), len(back))
+
+
+def _updated_vocab(vocab: LabelVocab, new: LabelVocab) -> tuple[LabelVocab, dict[int, set[str]]]:
+    """``vocab`` with the labels it shares with ``new`` given ``new``'s non-empty names, URIs and texts, and
+    ``{column: the fields that changed ("name", "uri", "text")}``."""
+    cols = {key: None if getattr(vocab, key) is None else list(getattr(vocab, key))
+            for key in ("display", "uris", "texts")}
+    changes: dict[int, set[str]] = {}
+    for j, name in enumerate(new.names):
+        c = vocab.index.get(name)
+        if c is None:
+            continue
+        for key, field in (("display", "name"), ("uris", "uri"), ("texts", "text")):
+            theirs = getattr(new, key)
+            value = theirs[j] if theirs is not None else ""
+            if not value:
+                continue
+            if cols[key] is None:  # a column the model lacks: texts default to names, as in _grown_vocab
+                cols[key] = list(vocab.display or vocab.names) if key == "texts" else [""] * len(vocab)
+            if cols[key][c] != value:
+                cols[key][c] = value
+                changes.setdefault(c, set()).add(field)
+    return LabelVocab(vocab.names, display=cols["display"], texts=cols["texts"], uris=cols["uris"]), changes
 
 
 def _grown_vocab(vocab: LabelVocab, new: LabelVocab, fresh: list[int], texts: list[str]) -> LabelVocab:
