@@ -13,6 +13,7 @@ from xmtc.cli import main
 from xmtc.data import sample_path
 from xmtc.features.tfidf import TfidfFeaturizer
 from xmtc.models.label_route import LabelRoute, merge_topk
+from xmtc.models.route_prior import unseen_mass
 
 
 def test_merge_topk_keeps_the_best_of_both_and_a_duplicate_once():
@@ -44,9 +45,38 @@ def test_route_map_is_fitted_on_seen_labels_as_if_unseen():
     Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0], [0, 1, 0, 0]], dtype=np.float32))
     route = LabelRoute.fit(f, texts, counts, valid, Y)
     assert route.label_ids.tolist() == [3]                 # only the label with a text and no document
-    # the map is P(correct | cosine) on the seen labels: cosine 1 was right once of twice ("alpha beta" twice)
-    assert route.probabilities(np.array([1.0]))[0] == pytest.approx(2 / 3, abs=0.2)
+    # the map's points (cosine, right): "alpha beta" -> label 0 (1, yes), (1, no); "gamma delta" -> 1 (1, yes);
+    # "gamma" -> 1 (c < 1, yes). Pool-adjacent-violators pools them all (1 above 2/3): 3 right of 4, whose
+    # Laplace step is (3 + 1) / (4 + 2) = 2/3, odds 2.
+    assert route.map_odds(np.array([1.0]))[0] == pytest.approx(2.0)
+    # the prior: no validation occurrence of an unseen label, no unlabelled text: m = 1 / (4 + 2); S = 2 seen
+    # labels with a text, U = 1 routed: rho = (1/6) / (5/6) * 2 / 1 = 0.4; odds 0.8, P = 0.8 / 1.8 = 4/9
+    assert route.unseen_mass == pytest.approx(1 / 6) and route.prior_ratio() == pytest.approx(0.4)
+    assert route.probabilities(np.array([1.0]))[0] == pytest.approx(4 / 9)
     assert route.probabilities(np.array([0.0]))[0] == 0.0
+    # the same labels one column on (column 0: a label without a text): the seen labels are columns 1 and 2,
+    # and the map reads those columns (not the seen labels' positions 0 and 1): the same map
+    Y_on = sp.csr_matrix(np.array([[0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 1, 0], [0, 0, 1, 0]], dtype=np.float32))
+    on = LabelRoute.fit(f, ["", "alpha beta", "gamma delta", "zeta"], counts, valid, Y_on)
+    assert on.map_odds(np.array([1.0]))[0] == pytest.approx(2.0) and on.label_ids.tolist() == [3]
+
+
+def test_unseen_mass_counts_unseen_occurrences_and_unlabelled_texts():
+    Y = sp.csr_matrix(np.array([[1, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0]], dtype=np.float32))
+    # label 2 has no document in the fitting part, column 3 is beyond its labels: u = 2 of N = 5; z = 1
+    assert unseen_mass(Y, np.array([3, 1, 0])) == pytest.approx((2 + 1 + 1) / (5 + 1 + 2))
+    assert unseen_mass(Y[[0, 3]], np.array([3, 1, 0])) == pytest.approx(1 / (3 + 2))
+
+
+def test_the_prior_splits_the_mass_among_the_routed_labels_and_a_learned_one_takes_its_share():
+    f = TfidfFeaturizer(min_df=1).fit(["steam trains", "bird watching", "old maps", "sea shells"])
+    route = LabelRoute(np.array([5, 9]), f.transform(["steam trains", "bird watching"]), np.array([0.0, 1.0]),
+                       np.array([0.5, 0.5]), f, unseen_mass=0.2, seen_labels=8)
+    assert route.prior_ratio() == pytest.approx(0.2 / 0.8 * 8 / 2)
+    route.add([11, 12], ["old maps", "sea shells"])          # twice the labels: half the share each
+    assert route.prior_ratio() == pytest.approx(0.2 / 0.8 * 8 / 4)
+    route.remove([11])                                       # learned: it leaves with its share of m
+    assert route.unseen_mass == pytest.approx(0.15) and route.prior_ratio() == pytest.approx(0.15 / 0.85 * 8 / 3)
 
 
 @pytest.fixture(scope="module")
@@ -117,8 +147,10 @@ def test_labels_add_then_remove(open_split, capsys):
     for i in np.flatnonzero(~untouched):
         added = [j for j in idx1[i] if j in new_ids]
         assert added and min(sc1[i][np.isin(idx1[i], added)]) > sc0[i, 4]
-    # adding an active label again is refused; removing masks it for good
-    assert main(["labels", "add", str(d / "m"), str(d / "new.tsv"), "-q"]) == 2
+    # the same labels again: known, nothing changes; removing masks one for good
+    capsys.readouterr()
+    assert main(["labels", "add", str(d / "m"), str(d / "new.tsv"), "-q"]) == 0
+    assert capsys.readouterr().out == f"added 0, updated 0, unchanged {len(unseen)} labels\n"
     (d / "ids.txt").write_text(u + "\n")
     assert main(["labels", "remove", str(d / "m"), str(d / "ids.txt"), "-q"]) == 0
     removed = xmtc.load(d / "m")

@@ -85,7 +85,8 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
         model.calibration_ = cal
     info["refit_on_all"] = bool(refit)
     cal.fit_info = info
-    attach_route(model, valid.inputs, valid.Y)  # after a refit: its label counts say which are unseen
+    # after a refit: its label counts say which are unseen; the prior is measured against the fitting part's
+    attach_route(model, valid.inputs, valid.Y, fit_counts=train.Y.getnnz(axis=0))
     return info
 
 
@@ -121,5 +122,5 @@ def _fit_own_split(model, ds: Dataset, calibration: str, progress: bool, fit_kw:
     info.update(valid_seed=int(model.seed), train_docs=len(ds) - int(rows.size), refit_on_all=False)
     cal.fit_info = info
     valid = subset(ds, rows)
-    attach_route(model, valid.inputs, valid.Y)
+    attach_route(model, valid.inputs, valid.Y, fit_counts=model.label_counts_ - valid.Y.getnnz(axis=0))
     return info

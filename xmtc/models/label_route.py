@@ -11,8 +11,14 @@ fairly with trained ones:
 * **the map** is fitted where the model's calibration is fitted, on the validation split ``xmtc train``
   holds out: for each validation text, the :data:`MAP_TOP` *seen* labels with the highest cosine to it,
   each with whether the text carries it, treated as if the labels were unseen; an isotonic regression of
-  correct on cosine gives P(correct | cosine), the same meaning as every calibrated score. A cosine of 0
-  (no word shared with the label's text) is no evidence and scores 0.
+  correct on cosine with Laplace steps gives P(correct | cosine), the same meaning as every calibrated
+  score. A cosine of 0 (no word shared with the label's text) is no evidence and scores 0.
+* **the prior** of a label without documents: the map is fitted on seen labels, and a label with no document
+  is right far less often than one with documents. So the map's odds are shifted by the ratio of the two base
+  rates (Saerens et al. 2002's label-shift correction), ``odds(c) = odds_map(c) * rho``, ``rho`` from the share
+  of label occurrences on labels without documents, split evenly among the routed labels
+  (:mod:`xmtc.models.route_prior`). A learned label leaves the route with its share
+  (:meth:`LabelRoute.remove`); a label added by text takes a share of the same mass.
 * **prediction**: the model's calibrated top-k and the route's top-k over its labels are merged by score
   (a label in both keeps the higher score), so a text-only label enters the top-k only where its
   probability beats the model's own suggestions there, and does not push better-evidenced ones out.
@@ -31,6 +37,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError, ModelFormatError
+from .calibration import laplace_blocks
+from .route_prior import prior_ratio, unseen_mass
 
 log = logging.getLogger(__name__)
 
@@ -87,13 +95,16 @@ class LabelRoute:
     """Text-only labels (their global ids and TF-IDF rows) and the cosine -> probability map."""
 
     def __init__(self, label_ids: np.ndarray, M: sp.csr_matrix, map_x: np.ndarray, map_y: np.ndarray,
-                 featurizer=None, own_featurizer: bool = False):
+                 featurizer=None, own_featurizer: bool = False, unseen_mass: float | None = None,
+                 seen_labels: int = 0):
         self.label_ids = np.asarray(label_ids, dtype=np.int64)
         self.M = sp.csr_matrix(M, dtype=np.float32)
         self.map_x = np.asarray(map_x, dtype=np.float64)
         self.map_y = np.asarray(map_y, dtype=np.float64)
         self.featurizer = featurizer
         self.own_featurizer = own_featurizer
+        self.unseen_mass = unseen_mass  # m of the module doc; None (a route saved before it): no prior shift
+        self.seen_labels = int(seen_labels)
 
     def __len__(self) -> int:
         return int(self.label_ids.shape[0])
@@ -101,9 +112,11 @@ class LabelRoute:
     # -- fitting ----------------------------------------------------------------------------------------
     @classmethod
     def fit(cls, featurizer, label_texts: list[str], label_counts: np.ndarray, valid_texts: list[str],
-            valid_Y: sp.csr_matrix, *, own_featurizer: bool = False) -> "LabelRoute":
+            valid_Y: sp.csr_matrix, *, own_featurizer: bool = False, fit_counts: np.ndarray | None = None
+            ) -> "LabelRoute":
         """The map from the seen labels' cosines on the validation texts; the route's labels: those with a
-        text and no training document (see the module doc)."""
+        text and no training document; the prior from ``fit_counts``, the label counts of the part the
+        validation split was held out from (default ``label_counts``); see the module doc."""
         from sklearn.isotonic import IsotonicRegression
 
         has_text = np.array([bool(t and t.strip()) for t in label_texts])
@@ -120,15 +133,19 @@ class LabelRoute:
         correct = np.asarray(Yv[rows, cols]).ravel() > 0 if rows.size else np.zeros(0, dtype=bool)
         x = val[ok].astype(np.float64)
         if x.size and correct.any() and not correct.all():
-            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(x, correct.astype(np.float64))
+            # Laplace steps as the score maps' (:mod:`xmtc.models.calibration`): a block of all-right cosines at
+            # the top must not claim 1.0, whose odds no prior could shift
+            iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(
+                x, laplace_blocks(x, correct.astype(np.float64)))
             map_x, map_y = np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64)
         else:  # no evidence either way: the observed rate everywhere
             map_x, map_y = np.array([0.0, 1.0]), np.full(2, float(correct.mean()) if correct.size else 0.0)
         log.info("label-text route: map fitted on %d cosines of %d validation texts (%.1f%% correct);"
                  " P(correct) %.3f at the median cosine", x.size, len(valid_texts), 100 * correct.mean()
                  if correct.size else 0.0, float(np.interp(np.median(x), map_x, map_y)) if x.size else 0.0)
+        mass = unseen_mass(Yv, counts if fit_counts is None else fit_counts)
         route = cls(np.zeros(0, dtype=np.int64), sp.csr_matrix((0, featurizer.n_features_), dtype=np.float32),
-                    map_x, map_y, featurizer, own_featurizer)
+                    map_x, map_y, featurizer, own_featurizer, mass, seen.size)
         new = np.flatnonzero(has_text & (counts == 0))
         route.add(new, [label_texts[j] for j in new.tolist()])
         return route
@@ -145,14 +162,32 @@ class LabelRoute:
         self.M = sp.csr_matrix(sp.vstack([self.M[keep], rows]), dtype=np.float32)
 
     def remove(self, label_ids) -> None:
+        """Stop routing ``label_ids`` (they were learned: their rankers score them now). Each takes its share
+        of the unseen mass with it, ``m <- m (U - r) / U``, so the other route labels' prior is what it was."""
         keep = ~np.isin(self.label_ids, np.asarray(label_ids, dtype=np.int64))
+        if self.unseen_mass is not None and keep.size:
+            self.unseen_mass *= float(keep.sum()) / keep.size
         self.label_ids, self.M = self.label_ids[keep], sp.csr_matrix(self.M[keep])
 
     # -- scoring ----------------------------------------------------------------------------------------
+    def prior_ratio(self) -> float:
+        """``rho`` of :mod:`xmtc.models.route_prior`: a routed label's base rate over a seen label's, for the
+        labels routed now (1: a route saved before it had a prior)."""
+        if self.unseen_mass is None:
+            return 1.0
+        return prior_ratio(self.unseen_mass, self.seen_labels, len(self))
+
+    def map_odds(self, cosines: np.ndarray) -> np.ndarray:
+        """The fitted map's odds of being right at ``cosines`` (a seen label's, before the prior shift)."""
+        q = np.clip(np.interp(np.asarray(cosines, dtype=np.float64), self.map_x, self.map_y), 0.0, 1.0 - 1e-12)
+        return q / (1.0 - q)
+
     def probabilities(self, cosines: np.ndarray) -> np.ndarray:
-        """P(correct | cosine) by the fitted map; 0 for a cosine of 0."""
+        """P(correct | cosine) of a label without documents: the fitted map's odds times :meth:`prior_ratio`;
+        0 for a cosine of 0."""
         c = np.asarray(cosines, dtype=np.float64)
-        return np.where(c > 0, np.interp(c, self.map_x, self.map_y), 0.0)
+        odds = self.map_odds(c) * self.prior_ratio()
+        return np.where(c > 0, odds / (1.0 + odds), 0.0)
 
     def topk(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` routed labels of each text: (global ids -1 padded, probabilities)."""
@@ -172,15 +207,22 @@ class LabelRoute:
         arrays = {"label_ids": self.label_ids, "map_x": self.map_x, "map_y": self.map_y,
                   "M.data": self.M.data, "M.indices": self.M.indices.astype(np.int64),
                   "M.indptr": self.M.indptr.astype(np.int64), "M.shape": np.array(self.M.shape, dtype=np.int64)}
-        return {"own_featurizer": self.own_featurizer, "format": 1}, arrays
+        params = {"own_featurizer": self.own_featurizer, "format": 1}
+        if self.unseen_mass is not None:
+            params.update(unseen_mass=float(self.unseen_mass), seen_labels=self.seen_labels)
+        return params, arrays
 
     @classmethod
     def from_arrays(cls, params: dict, arrays: dict, featurizer, n_labels: int, where: str) -> "LabelRoute":
         try:
             shape = tuple(int(v) for v in arrays["M.shape"])
             M = sp.csr_matrix((arrays["M.data"], arrays["M.indices"], arrays["M.indptr"]), shape=shape)
+            mass = params.get("unseen_mass")
             route = cls(arrays["label_ids"], M, arrays["map_x"], arrays["map_y"], featurizer,
-                        bool(params.get("own_featurizer")))
+                        bool(params.get("own_featurizer")), None if mass is None else float(mass),
+                        int(params.get("seen_labels", 0)))
+            if mass is not None and not (0.0 <= route.unseen_mass < 1.0 and route.seen_labels > 0):
+                raise ValueError(f"unseen_mass {mass!r} must lie in (0, 1) with seen_labels > 0")
         except (KeyError, ValueError, TypeError, IndexError) as exc:
             raise ModelFormatError(f"{where}: invalid label-text route ({exc})") from None
         ids = route.label_ids

@@ -33,8 +33,9 @@ def text_featurizer(model):
     return getattr(model, "featurizer_", None) or getattr(getattr(model, "reranker_", None), "featurizer", None)
 
 
-def attach_route(model, valid_texts, valid_Y) -> None:
-    """Fit ``model.label_route_`` on the validation split (when the vocabulary has label texts)."""
+def attach_route(model, valid_texts, valid_Y, fit_counts=None) -> None:
+    """Fit ``model.label_route_`` on the validation split (when the vocabulary has label texts);
+    ``fit_counts``: the label counts of the documents the split was held out from (default: the model's)."""
     from .label_route import LabelRoute
 
     vocab = model.labels_
@@ -45,9 +46,11 @@ def attach_route(model, valid_texts, valid_Y) -> None:
     # than the texts' words (the featurizer module's figure); cheap, as neither set grows with the corpus
     featurizer = CharNgramFeaturizer().fit([t for t in vocab.texts if t and t.strip()] + list(valid_texts))
     model.label_route_ = LabelRoute.fit(featurizer, vocab.texts, model.label_counts_, valid_texts, valid_Y,
-                                        own_featurizer=True)
-    log.info("label-text route: %d labels without training documents are suggested from their text",
-             len(model.label_route_))
+                                        own_featurizer=True, fit_counts=fit_counts)
+    route = model.label_route_
+    log.info("label-text route: %d labels without training documents are suggested from their text; share of"
+             " label occurrences on such labels %.4f%% (validation), prior ratio %.3g", len(route),
+             100 * route.unseen_mass, route.prior_ratio())
 
 
 def route_stages(model, writer) -> list[dict]:
