@@ -165,3 +165,26 @@ def test_calibration_arrays_are_checked():
         Calibration.from_arrays(params, bad, 2, "x")
     with pytest.raises(ConfigError):
         Calibration.fit(np.array([[0]]), np.array([[0.5]]), np.array([[True]]), np.array([1]), method="beta")
+
+
+def test_labels_without_documents_take_the_base_rate_of_such_labels():
+    """Odds of a label with no training document times m / (1 - m) * S / U (S, U: labels with and without
+    documents). By hand: a flat map 0.5 (odds 1), m = 0.2, S = 2, U = 2: odds 0.25, P = 0.2; documented labels
+    keep the map's value; the model's current counts decide which labels have none."""
+    cal = Calibration("isotonic", np.array([]), np.array([5, 0, 0, 3]), [{"x": np.array([0.0]), "y": np.array([0.5])}],
+                      unseen_mass=0.2)
+    idx, raw = np.array([[0, 1, 2, 3]]), np.array([[0.0, 0.0, 0.0, 0.0]])
+    q = (1 - TIE_BREAK) * 0.5  # the map's value at raw 0 (the tie-break's share of a raw 0 is 0)
+    assert cal.unseen_ratio() == pytest.approx(0.25)
+    shifted = q / (1 - q) * 0.25
+    np.testing.assert_allclose(cal.probabilities(idx, raw), [[q, shifted / (1 + shifted), shifted / (1 + shifted), q]],
+                               rtol=1e-9)
+    # label 1 learned since (count 2): S = 3, U = 1, ratio 0.25 * 3 = 0.75, for label 2 only
+    now = np.array([5, 2, 0, 3])
+    shifted = q / (1 - q) * 0.75
+    assert cal.probabilities(idx, raw, now)[0, 2] == pytest.approx(shifted / (1 + shifted), rel=1e-9)
+    assert cal.probabilities(idx, raw, now)[0, 1] == pytest.approx((1 - TIE_BREAK) * 0.5)
+    params, arrays = cal.to_arrays()
+    assert Calibration.from_arrays(params, arrays, 4, "x").unseen_mass == 0.2
+    cal.unseen_mass = None  # a calibration saved before it: no shift
+    assert cal.probabilities(idx, raw)[0, 1] == pytest.approx((1 - TIE_BREAK) * 0.5)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -246,3 +246,38 @@ def write_dataset(path: str | os.PathLike, ds: Dataset, fmt: str | None = None) 
             formats.write_npz(path, ds.X, ds.Y)
     else:
         raise DataFormatError(path, None, f"cannot write format {fmt!r}")
+
+
+def as_label_matrix(Y: Any, labels: LabelVocab | None, n_rows: int, *, unknown_labels: str = "error"
+                    ) -> tuple[sp.csr_matrix, LabelVocab]:
+    """Turn label lists or a sparse indicator matrix into (binary csr float32, vocabulary).
+
+    A sparse ``Y`` may have more columns than ``labels`` only with ``unknown_labels="extend"`` (the
+    extra columns are labels the model never saw; see this module's doc).
+    """
+    if sp.issparse(Y):
+        Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
+        if Y.shape[0] != n_rows:
+            raise DataFormatError(None, None, f"Y has {Y.shape[0]} rows but there are {n_rows} documents")
+        if Y.nnz and not np.all(np.isfinite(Y.data)):
+            raise DataFormatError(None, None, "Y contains NaN or infinite values")
+        Y.eliminate_zeros()
+        Y.data[:] = 1.0
+        Y.sort_indices()
+        if labels is None:
+            labels = LabelVocab([str(i) for i in range(Y.shape[1])])
+        elif Y.shape[1] > len(labels) and unknown_labels == "extend":
+            labels = labels.extended(f"<unknown {j}>" for j in range(len(labels), Y.shape[1]))
+        elif len(labels) != Y.shape[1]:
+            raise DataFormatError(None, None, f"Y has {Y.shape[1]} columns but the label vocabulary has"
+                                              f" {len(labels)} labels")
+        return Y, labels
+    if isinstance(Y, (str, bytes)) or not hasattr(Y, "__iter__"):
+        raise DataFormatError(None, None, "labels must be a sparse matrix or a list of label lists")
+    Y = list(Y)
+    if len(Y) != n_rows:
+        raise DataFormatError(None, None, f"got {len(Y)} label lists for {n_rows} documents")
+    for i, row in enumerate(Y):
+        if isinstance(row, str) or not all(isinstance(x, str) for x in row):
+            raise DataFormatError(None, i + 1, "labels of a document must be a list of strings")
+    return label_matrix(Y, labels, unknown_labels=unknown_labels)

@@ -19,15 +19,19 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..config import build_config, config_to_dict
-from ..data.dataset import label_matrix
+from ..data.dataset import as_label_matrix
 from ..data.labels import LabelVocab
 from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 from ..registry import METHODS, estimator_class, method_names
 from .storage import ModelReader, ModelWriter
+from .topk import apply_threshold
 
 log = logging.getLogger(__name__)
 
-__all__ = ["XMCModel", "register", "load", "estimator_class", "method_names", "check_requirements"]
+UNSEEN_WIDTH = 10  # raw candidates per requested label where doc-less labels are shifted down (_candidates)
+
+__all__ = ["XMCModel", "register", "load", "estimator_class", "method_names", "check_requirements",
+           "as_label_matrix", "apply_threshold"]
 
 
 def register(cls: type["XMCModel"]) -> type["XMCModel"]:
@@ -93,41 +97,6 @@ def load(folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
     return model
 
 
-def as_label_matrix(Y: Any, labels: LabelVocab | None, n_rows: int, *, unknown_labels: str = "error"
-                    ) -> tuple[sp.csr_matrix, LabelVocab]:
-    """Turn label lists or a sparse indicator matrix into (binary csr float32, vocabulary).
-
-    A sparse ``Y`` may have more columns than ``labels`` only with ``unknown_labels="extend"`` (the
-    extra columns are labels the model never saw; see :mod:`xmtc.data.dataset`).
-    """
-    if sp.issparse(Y):
-        Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
-        if Y.shape[0] != n_rows:
-            raise DataFormatError(None, None, f"Y has {Y.shape[0]} rows but there are {n_rows} documents")
-        if Y.nnz and not np.all(np.isfinite(Y.data)):
-            raise DataFormatError(None, None, "Y contains NaN or infinite values")
-        Y.eliminate_zeros()
-        Y.data[:] = 1.0
-        Y.sort_indices()
-        if labels is None:
-            labels = LabelVocab([str(i) for i in range(Y.shape[1])])
-        elif Y.shape[1] > len(labels) and unknown_labels == "extend":
-            labels = labels.extended(f"<unknown {j}>" for j in range(len(labels), Y.shape[1]))
-        elif len(labels) != Y.shape[1]:
-            raise DataFormatError(None, None, f"Y has {Y.shape[1]} columns but the label vocabulary has"
-                                              f" {len(labels)} labels")
-        return Y, labels
-    if isinstance(Y, (str, bytes)) or not hasattr(Y, "__iter__"):
-        raise DataFormatError(None, None, "labels must be a sparse matrix or a list of label lists")
-    Y = list(Y)
-    if len(Y) != n_rows:
-        raise DataFormatError(None, None, f"got {len(Y)} label lists for {n_rows} documents")
-    for i, row in enumerate(Y):
-        if isinstance(row, str) or not all(isinstance(x, str) for x in row):
-            raise DataFormatError(None, i + 1, "labels of a document must be a list of strings")
-    return label_matrix(Y, labels, unknown_labels=unknown_labels)
-
-
 def named_predictions(predictor, X: Any, k: int, progress: bool) -> list[list[tuple[str, float]]]:
     """``predictor.predict_topk`` as ``(label name, score)`` lists (estimators and ensembles alike)."""
     idx, scores = predictor.predict_topk(X, k, progress=progress)
@@ -155,19 +124,6 @@ def resolve_threshold(predictor, threshold: Any):
     if arr.shape != (len(predictor.labels_),):
         raise ConfigError(f"per-label thresholds must be {len(predictor.labels_)} numbers, got shape {arr.shape}")
     return arr
-
-
-def apply_threshold(idx: np.ndarray, scores: np.ndarray, threshold) -> tuple[np.ndarray, np.ndarray]:
-    """Drop suggestions scored below the threshold (a number or one per label): -1 / 0, kept rows left-packed."""
-    if threshold is None:
-        return idx, scores
-    t = np.asarray(threshold, dtype=np.float64)
-    limit = t if t.ndim == 0 else t[np.where(idx >= 0, idx, 0)]
-    keep = (idx >= 0) & (scores >= limit)
-    order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
-    keep = np.take_along_axis(keep, order, axis=1)
-    return (np.where(keep, np.take_along_axis(idx, order, axis=1), -1),
-            np.where(keep, np.take_along_axis(scores, order, axis=1), 0).astype(scores.dtype))
 
 
 def checked_k(k: Any, n_labels: int) -> int:
@@ -265,8 +221,7 @@ class XMCModel:
         if isinstance(X, (str, bytes)):
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)
-        removed = getattr(self, "removed_", None)
-        k_ask = int(k) + (min(int(removed.sum()), 64) if removed is not None else 0)  # room for masked labels
+        k_ask = self._candidates(int(k))
         if n <= batch_size:
             return self._open_topk(*self.calibrated_topk(*self._predict_batch(X, k_ask), X), X, int(k))
         from ..progress import progress_bar
@@ -282,6 +237,20 @@ class XMCModel:
                 bar.update(idx.shape[0])
         return np.concatenate(idx_parts), np.concatenate(score_parts)
 
+    def _candidates(self, k: int) -> int:
+        """How many raw suggestions to ask the method for to return ``k``: room for masked labels, and where the
+        method scores labels without documents from their text (``native_label_texts``) and the calibration
+        shifts those down (:meth:`Calibration.unseen_ratio`), :data:`UNSEEN_WIDTH` times ``k``, so that the
+        documented labels they outranked before calibration are there to take their place (with the whole
+        YSO vocabulary as label-text's label file, 93% of the labels have no document)."""
+        removed = getattr(self, "removed_", None)
+        ask = k + (min(int(removed.sum()), 64) if removed is not None else 0)
+        cal = getattr(self, "calibration_", None)
+        if self.native_label_texts and cal is not None and cal.unseen_mass is not None \
+                and np.any(self.label_counts_ == 0):
+            ask = max(ask, UNSEEN_WIDTH * k)
+        return min(ask, max(self.n_labels, 1))
+
     def calibrated_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any) -> tuple[np.ndarray, np.ndarray]:
         """Scores through the model's calibration (:mod:`xmtc.models.calibration`), if it holds one,
         damped for texts the model can hardly read (:func:`xmtc.models.calibration.damp_unreadable`)."""
@@ -290,14 +259,14 @@ class XMCModel:
             return idx, scores
         from .calibration import damp_unreadable
 
-        idx, scores = calibration.apply(idx, scores)
+        idx, scores = calibration.apply(idx, scores, self.label_counts_)
         known = self.known_fraction(X)
         return (idx, scores) if known is None else damp_unreadable(idx, scores, known)
 
     def _open_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Labels known only by their text merged in, removed labels dropped (:mod:`xmtc.models.open_labels`)."""
         if getattr(self, "label_route_", None) is None and getattr(self, "removed_", None) is None:
-            return idx, scores
+            return idx[:, :k], scores[:, :k]
         from .open_labels import apply_open_labels
 
         texts = None if sp.issparse(X) or isinstance(X, np.ndarray) else list(X)

@@ -19,6 +19,11 @@ fitted on 18,000 documents reached test P@1 29.98 / 30.26 and ECE@5 1.13 / 1.21;
 20,000 with the same maps, P@1 31.60 / 31.42 and ECE@5 0.99 / 1.12, so the maps carry over. On
 yso-finna-en (5,000 of 522,535 held out, under 1%) the second fit would double the time for little.
 
+Labels without any training document (a label file's labels that no document carries, or labels added by
+text) are right far less often than the documented labels the maps are fitted on: their calibrated odds are
+multiplied by the ratio of the two base rates, measured on the split (``Calibration.unseen_ratio``, the same
+prior as the label-text route's, :mod:`xmtc.models.route_prior`).
+
 Labels the split does not cover are still calibrated: maps are fitted per band of *training* label
 frequency, so a label that never occurs in the split takes its band's map, which was fitted on the
 suggestions of every label of similar frequency (a label seen once in training is calibrated like
@@ -37,6 +42,7 @@ from ..data.dataset import Dataset
 from ..data.split import split_dataset, subset
 from .calibration import calibrate
 from .open_labels import attach_route
+from .route_prior import unseen_mass
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +91,7 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
         model.calibration_ = cal
     info["refit_on_all"] = bool(refit)
     cal.fit_info = info
+    cal.unseen_mass = unseen_mass(valid.Y, train.Y.getnnz(axis=0))
     # after a refit: its label counts say which are unseen; the prior is measured against the fitting part's
     attach_route(model, valid.inputs, valid.Y, fit_counts=train.Y.getnnz(axis=0))
     return info
@@ -122,5 +129,6 @@ def _fit_own_split(model, ds: Dataset, calibration: str, progress: bool, fit_kw:
     info.update(valid_seed=int(model.seed), train_docs=len(ds) - int(rows.size), refit_on_all=False)
     cal.fit_info = info
     valid = subset(ds, rows)
+    cal.unseen_mass = unseen_mass(valid.Y, model.label_counts_ - valid.Y.getnnz(axis=0))
     attach_route(model, valid.inputs, valid.Y, fit_counts=model.label_counts_ - valid.Y.getnnz(axis=0))
     return info

@@ -86,7 +86,8 @@ class Calibration:
     """Per-band score maps (and optional per-label thresholds) of one model."""
 
     def __init__(self, method: str, edges: np.ndarray, label_counts: np.ndarray, maps: list[dict],
-                 thresholds: np.ndarray | None = None, global_threshold: float | None = None):
+                 thresholds: np.ndarray | None = None, global_threshold: float | None = None,
+                 unseen_mass: float | None = None):
         if method not in METHODS:
             raise ConfigError(f"calibration method must be one of {', '.join(METHODS)}, got {method!r}")
         self.method = method
@@ -95,6 +96,8 @@ class Calibration:
         self.maps = maps
         self.thresholds = None if thresholds is None else np.asarray(thresholds, dtype=np.float64)
         self.global_threshold = global_threshold
+        # the share of label occurrences on labels without documents (None: no prior shift, see unseen_odds)
+        self.unseen_mass = unseen_mass
         self.fit_info: dict = {}  # how it was fitted (validation documents, seed, ECE), shown by `xmtc info`
 
     # -- fitting --------------------------------------------------------------------------------
@@ -143,8 +146,11 @@ class Calibration:
         return {"a": np.array([float(lr.coef_[0, 0])]), "b": np.array([float(lr.intercept_[0])])}
 
     # -- applying -------------------------------------------------------------------------------
-    def probabilities(self, indices: np.ndarray, scores: np.ndarray) -> np.ndarray:
-        """Calibrated scores in [0, 1], same shape and order as ``scores`` (padding stays 0)."""
+    def probabilities(self, indices: np.ndarray, scores: np.ndarray, label_counts: np.ndarray | None = None
+                      ) -> np.ndarray:
+        """Calibrated scores in [0, 1], same shape and order as ``scores`` (padding stays 0). ``label_counts``: the
+        model's training counts now, which say which labels have no document (:meth:`unseen_ratio`; default the
+        calibration's own, counted on the part it was fitted beside)."""
         indices = np.asarray(indices)
         scores = np.asarray(scores, dtype=np.float64)
         if indices.size and indices.max() >= self.label_counts.shape[0]:
@@ -158,11 +164,34 @@ class Calibration:
                 out[sel] = (1 - TIE_BREAK) * np.interp(raw, m["x"], m["y"]) + TIE_BREAK * np.clip(raw, 0.0, 1.0)
             else:
                 out[sel] = 1.0 / (1.0 + np.exp(-(m["a"][0] * scores[sel] + m["b"][0])))
+        if self.unseen_mass is not None:
+            counts = self.label_counts if label_counts is None else np.asarray(label_counts)
+            zero = (indices >= 0) & (counts[np.where(indices >= 0, indices, 0)] == 0)
+            if zero.any():
+                q = np.clip(out[zero], 0.0, 1.0 - 1e-12)
+                odds = q / (1.0 - q) * self.unseen_ratio(counts)
+                out[zero] = odds / (1.0 + odds)
         return out
 
-    def apply(self, indices: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``(indices, calibrated scores)``, each row re-sorted by calibrated score (see module doc)."""
-        p = self.probabilities(indices, scores)
+    def unseen_ratio(self, label_counts: np.ndarray | None = None) -> float:
+        """The base rate of a label without training documents over a documented one's, by which a map's odds
+        are multiplied for such labels: ``m / (1 - m) * S / U`` (:mod:`xmtc.models.route_prior`), ``S`` and ``U``
+        the labels with and without documents now. The maps are fitted on suggestions of documented labels; a
+        method that scores labels from their text alone (dual encoder, label-text, knn) would otherwise give a
+        whole vocabulary's doc-less labels the odds of labels with documents."""
+        from .route_prior import prior_ratio
+
+        if self.unseen_mass is None:
+            return 1.0
+        counts = self.label_counts if label_counts is None else np.asarray(label_counts)
+        zero = int(np.sum(counts == 0))
+        return prior_ratio(self.unseen_mass, int(counts.size - zero), zero)
+
+    def apply(self, indices: np.ndarray, scores: np.ndarray, label_counts: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray]:
+        """``(indices, calibrated scores)``, each row re-sorted by calibrated score (see module doc);
+        ``label_counts`` as :meth:`probabilities` takes them."""
+        p = self.probabilities(indices, scores, label_counts)
         p = np.where(indices >= 0, p, -1.0)  # padding sorts last
         order = np.argsort(-p, axis=1, kind="stable")
         return (np.take_along_axis(np.asarray(indices), order, axis=1),
@@ -206,6 +235,8 @@ class Calibration:
         if self.thresholds is not None:
             arrays["thresholds"] = self.thresholds
         params = {"method": self.method, "n_bands": len(self.maps), "global_threshold": self.global_threshold}
+        if self.unseen_mass is not None:
+            params["unseen_mass"] = float(self.unseen_mass)
         if self.fit_info:
             params["fit_info"] = dict(self.fit_info)
         return params, arrays
@@ -232,8 +263,11 @@ class Calibration:
             if any(not np.all(np.isfinite(v)) or v.ndim != 1 or v.size == 0 for v in m.values()) or \
                     (method == "isotonic" and m["x"].shape != m["y"].shape):
                 raise ModelFormatError(f"{where}: calibration maps are malformed")
-        g = params.get("global_threshold")
-        cal = cls(method, edges, counts, maps, thresholds, None if g is None else float(g))
+        g, mass = params.get("global_threshold"), params.get("unseen_mass")
+        if mass is not None and (isinstance(mass, bool) or not isinstance(mass, (int, float)) or not 0 <= mass < 1):
+            raise ModelFormatError(f"{where}: calibration's unseen_mass must be a number in [0, 1), got {mass!r}")
+        cal = cls(method, edges, counts, maps, thresholds, None if g is None else float(g),
+                  None if mass is None else float(mass))
         info = params.get("fit_info")
         cal.fit_info = dict(info) if isinstance(info, dict) else {}
         return cal
@@ -278,7 +312,7 @@ def calibrate(model, X, Y, *, method: str = "isotonic", n_bands: int = 3, k: int
     learns per-label thresholds. Returns the calibration (also set on the model; save the model to keep it).
     """
     from ..metrics import hits_matrix
-    from .base import as_label_matrix
+    from ..data.dataset import as_label_matrix
 
     if thresholds not in (None, "f1"):
         raise ConfigError(f"thresholds must be 'f1' or None, got {thresholds!r}")

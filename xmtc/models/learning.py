@@ -46,7 +46,7 @@ _END_TO_END = "its encoder and label layers would need further training on new a
 
 def learners() -> list[str]:
     """Names of the methods whose models can learn."""
-    from .base import estimator_class, method_names
+    from ..registry import estimator_class, method_names
 
     return [m for m in method_names() if getattr(estimator_class(m), "can_learn", False)]
 

@@ -113,7 +113,7 @@ def apply_open_labels(model, idx: np.ndarray, scores: np.ndarray, X, k: int) -> 
     if removed is not None and removed.any():
         gone = (idx >= 0) & removed[np.maximum(idx, 0)]
         if gone.any():
-            from .base import apply_threshold
+            from .topk import apply_threshold
 
             idx, scores = apply_threshold(np.where(gone, -1, idx), np.where(gone, -1.0, scores), -0.5)
     return idx[:, :k], scores[:, :k]
