@@ -421,14 +421,10 @@ def served_app(world, tmp_path):
         yield client, folder
 
 
-STALE_VOCAB = ("xmtc/serve/learn.py _learn_and_save: the model read afresh from the folder is given the served"
-               " model's vocabulary (model.labels_ = served.labels_), stale when `labels add` rewrote the folder"
-               " since it was loaded (reload off, or within --reload-s)")
+# Learning through the API after `labels add` rewrote the served folder (reload off, or within --reload-s):
+# xmtc/serve/learn.py once gave the model it read from the folder the served model's stale vocabulary.
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_VOCAB + ": 1,000 labels (1,001 with the document's label) for 1,002"
-                                                     " per-label counts -> ValueError in learning.learn_tree_model,"
-                                                     " answered 500")
 def test_learning_through_the_api_after_labels_add_on_the_served_folder(world, served_app, tmp_path):
     client, folder = served_app
     added = {"quarries": "quarry quarries stone", "lighthouses": "lighthouse lighthouses coast light"}
@@ -442,7 +438,6 @@ def test_learning_through_the_api_after_labels_add_on_the_served_folder(world, s
     assert model.label_route_.label_ids[-1] == model.n_labels - 1
 
 
-@pytest.mark.xfail(strict=True, reason=STALE_VOCAB + ": the learn saves the old names and texts over the new ones")
 def test_learning_through_the_api_keeps_a_rename_made_on_the_served_folder(world, served_app, tmp_path):
     client, folder = served_app
     name = sorted(world.documented)[0]

@@ -105,7 +105,9 @@ def _learn_and_save(project, docs):
 
     served = project.model
     model = load_model(project.folder)
-    model.labels_ = served.labels_  # the served vocabulary (a --label-file's URIs included)
+    # the folder's vocabulary (`xmtc labels add` may have rewritten it since the served model was loaded),
+    # with the served one's names and URIs (a `serve --label-file`'s) where the folder has none
+    model.labels_ = _served_names(model.labels_, served.labels_)
     texts, lists, new_display = label_lists(docs, model.labels_)
     model.learn(texts, lists)
     if new_display:
@@ -115,6 +117,20 @@ def _learn_and_save(project, docs):
     fresh.labels_ = model.labels_
     fresh.predict_topk(["warm up"], 1)
     return fresh
+
+
+def _served_names(vocab, served):
+    """``vocab`` with each label's empty display name and URI taken from ``served`` (the same label by id)."""
+    from ..data.labels import LabelVocab
+
+    def column(ours, theirs):
+        if theirs is None:
+            return ours
+        base = list(ours) if ours is not None else [""] * len(vocab)
+        return [v or (theirs[served.index[n]] if n in served.index else "") for v, n in zip(base, vocab.names)]
+
+    return LabelVocab(vocab.names, display=column(vocab.display, served.display), texts=vocab.texts,
+                      uris=column(vocab.uris, served.uris))
 
 
 def _with_display(vocab, display: dict[str, str]):
