@@ -105,7 +105,7 @@ def test_three_documents_of_a_new_label_do_not_take_over_other_texts(trained, NE
     others = [t for t in texts[cut:] if t not in NEW]
     with_memory = _copy(model, tmp_path, "a").learn(NEW, [["railways"]] * 3)
     without = _copy(model, tmp_path, "b").learn(NEW, [["railways"]] * 3, memory=False)
-    assert _top1_share(without, others, "railways") > 0.2
+    assert _top1_share(without, others, "railways") > 0.05
     assert _top1_share(with_memory, others, "railways") < 0.01
     assert all(p[0][0] == "railways" for p in with_memory.predict(NEW, k=1))
 
@@ -172,3 +172,48 @@ def test_a_label_added_by_text_keeps_its_suggestions_when_another_is_learned(tra
     # the learned label left the route: its ranker scores it
     assert m.labels_.index["quarries"] not in set(m.label_route_.label_ids.tolist())
     assert j in set(m.label_route_.label_ids.tolist())
+
+
+def test_a_proximal_refit_holds_the_bias_bias_anchor_times_harder_a_second_solver_agrees():
+    """_refit's proximal step minimises 1/2 ||w - w0||^2 + BIAS_ANCHOR^2 / 2 (b - b0)^2 + C sum sqhinge; the
+    same objective minimised by scipy's L-BFGS lands on the same weights (and the plain proximal objective,
+    the bias held like a feature, does not)."""
+    from scipy.optimize import minimize
+
+    from xmtc.linear.update import BIAS_ANCHOR, _refit
+
+    rng = np.random.default_rng(0)
+    n, d, C = 60, 5, 0.5
+    X = sp.csr_matrix(rng.normal(size=(n, d)).astype(np.float32))
+    y = (rng.random(n) < 0.3).astype(np.float32)
+    w0 = np.r_[rng.normal(size=d), 0.7].astype(np.float32)
+    got = _refit(X, sp.csr_matrix(y[:, None]), np.zeros(1, dtype=np.int32), sp.csr_matrix(np.ones((n, 1), np.float32)),
+                 sp.csc_matrix(w0[:, None]), "proximal", 1,
+                 dict(C_pos=C, C_neg=C, bias=1.0, tol=1e-6, max_iter=10000, threshold=0.0)).toarray().ravel()
+    Xd, s = X.toarray().astype(np.float64), 2 * y.astype(np.float64) - 1
+
+    def objective(v, k):
+        w, b = v[:d], v[d]
+        slack = np.maximum(0.0, 1 - s * (Xd @ w + b))
+        return 0.5 * np.sum((w - w0[:d]) ** 2) + 0.5 * k ** 2 * (b - w0[d]) ** 2 + C * np.sum(slack ** 2)
+
+    held = minimize(objective, w0.astype(np.float64), args=(BIAS_ANCHOR,), method="L-BFGS-B", tol=1e-12).x
+    plain = minimize(objective, w0.astype(np.float64), args=(1.0,), method="L-BFGS-B", tol=1e-12).x
+    np.testing.assert_allclose(got, held, atol=2e-3)
+    assert np.abs(got - plain).max() > 0.05
+
+
+def test_with_a_sampled_memory_few_documents_leave_the_other_texts_top1_almost_unchanged(trained, NEW, tmp_path):
+    """A model that remembers a sample (300 of its rows): old nodes are refitted proximally, their biases held
+    (BIAS_ANCHOR); held like a feature weight, the biases moved the top-1 of ~10% of other texts."""
+    model, texts, labels, cut = trained
+    small = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2, memory_rows=300)
+    small.fit(texts[:cut], labels[:cut], progress=False)
+    assert len(small.memory_) == 300 and small.memory_.seen == cut
+    others = [t for t in texts[cut:] if t not in NEW]
+    before = [p[0][0] if p else None for p in small.predict(others, k=1)]
+    m = _copy(small, tmp_path).learn(NEW, [["railways"]] * 3)
+    after = [p[0][0] if p else None for p in m.predict(others, k=1)]
+    assert np.mean([a == b for a, b in zip(before, after)]) > 0.97
+    assert _top1_share(m, others, "railways") < 0.01
+    assert m.memory_.seen == cut + 3 and len(m.memory_) == 300
