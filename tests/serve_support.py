@@ -86,3 +86,27 @@ class Server:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def write_open_split(d: Path, n_docs: int):
+    """The first ``n_docs`` sample titles with a fifth of their labels (seed 0) stripped from them (the titles
+    stay), written to ``d/train.tsv``, and the sample label file restricted to the titles' labels to
+    ``d/all.tsv``. Returns ``(rows, unseen ids, label file header, its kept lines)``."""
+    import numpy as np
+
+    rows = []
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        for i, line in enumerate(fh):
+            if i >= n_docs:
+                break
+            lab, text = line.rstrip("\n").split("\t", 1)
+            rows.append(([x for x in lab.split(",") if x], text))
+    labels = sorted({x for lab, _ in rows for x in lab})
+    unseen = set(np.random.default_rng(0).choice(labels, size=len(labels) // 5, replace=False).tolist())
+    (d / "train.tsv").write_text("".join(",".join(x for x in lab if x not in unseen) + "\t" + t + "\n"
+                                         for lab, t in rows), encoding="utf-8")
+    with gzip.open(sample_path("labels"), "rt", encoding="utf-8") as fh:
+        lines = fh.read().splitlines()
+    keep = [ln for ln in lines[1:] if ln.split("\t", 1)[0] in set(labels)]
+    (d / "all.tsv").write_text("\n".join([lines[0]] + keep) + "\n", encoding="utf-8")
+    return rows, unseen, lines[0], keep

@@ -12,6 +12,8 @@ from xmtc.linear.beam import BeamLevel, beam_search
 from xmtc.linear.explain import path_contributions
 from xmtc.models.ensemble import Ensemble
 
+from serve_support import write_open_split
+
 
 def tiny_levels():
     """Root -> 2 clusters -> 4 labels (labels 0,1 under cluster 0; 2,3 under cluster 1), 3 features + bias row."""
@@ -196,27 +198,11 @@ def test_transformer_explanation_has_an_embedding_term(tsv_sample, tiny_bert):
 def routed(tmp_path_factory):
     """XR-Linear on 1,000 sample titles with a fifth of their labels stripped (kept in the label file), so that
     the label-text route suggests those labels from their text; returns (model, {label id: label text})."""
-    import gzip
-
-    from xmtc.data import read_dataset, sample_path
+    from xmtc.data import read_dataset
     from xmtc.models.calibrated_fit import fit_calibrated
 
     d = tmp_path_factory.mktemp("routed")
-    rows = []
-    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if i >= 1000:
-                break
-            lab, text = line.rstrip("\n").split("\t", 1)
-            rows.append(([x for x in lab.split(",") if x], text))
-    labels = sorted({x for lab, _ in rows for x in lab})
-    unseen = set(np.random.default_rng(0).choice(labels, size=len(labels) // 5, replace=False).tolist())
-    (d / "train.tsv").write_text("".join(",".join(x for x in lab if x not in unseen) + "\t" + t + "\n"
-                                         for lab, t in rows), encoding="utf-8")
-    with gzip.open(sample_path("labels"), "rt", encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    keep = [ln for ln in lines[1:] if ln.split("\t", 1)[0] in set(labels)]
-    (d / "all.tsv").write_text("\n".join([lines[0]] + keep) + "\n", encoding="utf-8")
+    rows, unseen, header, keep = write_open_split(d, 1000)
     ds = read_dataset(d / "train.tsv", label_file=d / "all.tsv", all_file_labels=True)
     model = xmtc.XRLinear(n_trees=1, n_threads=2)
     fit_calibrated(model, ds)

@@ -1,7 +1,6 @@
 """Open label sets for the methods that learn labels from documents: the label-text route, `labels add`
 and `labels remove` (xmtc/models/label_route.py, xmtc/models/open_labels.py)."""
 
-import gzip
 import json
 
 import numpy as np
@@ -10,10 +9,11 @@ import scipy.sparse as sp
 
 import xmtc
 from xmtc.cli import main
-from xmtc.data import sample_path
 from xmtc.features.tfidf import TfidfFeaturizer
 from xmtc.models.label_route import LabelRoute, merge_topk
 from xmtc.models.route_prior import unseen_mass
+
+from serve_support import write_open_split
 
 
 def test_merge_topk_keeps_the_best_of_both_and_a_duplicate_once():
@@ -83,23 +83,9 @@ def test_the_prior_splits_the_mass_among_the_routed_labels_and_a_learned_one_tak
 def open_split(tmp_path_factory):
     """2,000 sample titles with a fifth of their labels stripped (the documents stay), and label files."""
     d = tmp_path_factory.mktemp("open")
-    rows = []
-    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
-        for i, line in enumerate(fh):
-            if i >= 2000:
-                break
-            lab, text = line.rstrip("\n").split("\t", 1)
-            rows.append(([x for x in lab.split(",") if x], text))
-    labels = sorted({x for lab, _ in rows for x in lab})
-    unseen = set(np.random.default_rng(0).choice(labels, size=len(labels) // 5, replace=False).tolist())
-    (d / "train.tsv").write_text("".join(",".join(x for x in lab if x not in unseen) + "\t" + t + "\n"
-                                         for lab, t in rows), encoding="utf-8")
-    with gzip.open(sample_path("labels"), "rt", encoding="utf-8") as fh:
-        lines = fh.read().splitlines()
-    keep = [ln for ln in lines[1:] if ln.split("\t", 1)[0] in set(labels)]
-    (d / "all.tsv").write_text("\n".join([lines[0]] + keep) + "\n", encoding="utf-8")
-    (d / "seen.tsv").write_text("\n".join([lines[0]] + [ln for ln in keep if ln.split("\t")[0] not in unseen]) + "\n")
-    (d / "new.tsv").write_text("\n".join([lines[0]] + [ln for ln in keep if ln.split("\t")[0] in unseen]) + "\n")
+    rows, unseen, header, keep = write_open_split(d, 2000)
+    (d / "seen.tsv").write_text("\n".join([header] + [ln for ln in keep if ln.split("\t")[0] not in unseen]) + "\n")
+    (d / "new.tsv").write_text("\n".join([header] + [ln for ln in keep if ln.split("\t")[0] in unseen]) + "\n")
     texts = {ln.split("\t")[0]: ln.split("\t")[3] for ln in keep}
     return d, sorted(unseen), texts
 
