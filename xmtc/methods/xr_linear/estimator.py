@@ -106,7 +106,7 @@ class XRLinearConfig(LinearTreeParams):
     memory_rows: int = param(50000, "Training rows kept (a seeded sample; all of a smaller training set) as the"
                              " negatives of labels that `learn` meets without a ranker: fitted on their new"
                              " documents alone they say yes to every text near them (three titles of a new"
-                             " label made it the top-1 of 3,420 of 5,000 test titles). ~11 MB for 50,000 titles;"
+                             " label made it the top-1 of 3,420 of 5,000 test titles). ~15 MB for 50,000 titles;"
                              " 0 keeps none.", minimum=0)
 
     def tree_tol(self, n_trees: int) -> float:
