@@ -20,8 +20,10 @@ def add_parser(sub, common) -> None:
         description="Learn from FILEs of labelled documents (any mix of TSV, JSONL such as the /label page of"
                     " `xmtc serve` writes, XC or npz) without a full retrain. xr-linear: keeps its vocabulary"
                     " and label tree, hangs each new label under the leaf cluster its documents are routed to,"
-                    " and refits only the nodes whose training data changed, each pulled toward its old weights"
-                    " (the model keeps no training data). The neural methods (xr-transformer, x-transformer,"
+                    " and refits only the nodes whose training data changed: a new label against the training"
+                    " rows the model remembers (--memory-rows at training), the other nodes on the remembered rows"
+                    " and the new ones where the model remembers all of them, else pulled toward their old"
+                    " weights (the bias hardest). The neural methods (xr-transformer, x-transformer,"
                     " lightxml, cascadexml, elias, aplc) refuse: their encoders would need further fine-tuning;"
                     " retrain them with `xmtc train OLD NEW ...`. A score calibration is kept, its label-frequency"
                     " bands re-read from the grown label counts.")
