@@ -1,4 +1,5 @@
-"""A small mutation harness for the samplers, scores and losses of xmtc/neural/ and xmtc/linear/.
+"""A small mutation harness for the samplers, scores and losses of xmtc/neural/ and xmtc/linear/, and for the
+open-world parts (labels without documents; labels added, removed or learned after training).
 
 Why not mutmut: it rewrites the source files in place (version 2) and needs its own project layout; this
 working tree is shared with other engineers, so nothing here may touch /work/main/xmtc. Instead:
@@ -10,13 +11,21 @@ working tree is shared with other engineers, so nothing here may touch /work/mai
   ``&`` <-> ``|``), ``drop`` (``a + b`` / ``a - b`` -> ``a``: a dropped term), ``off1`` (a small integer
   constant n -> n + 1), ``neg`` (``-x`` -> ``x``) and ``random`` (a top-k / argpartition / argsort replaced
   by a random choice of the same shape: the "hard negatives -> random negatives" bug);
+* the open-world targets (a fourth element ``OPEN_OPS`` in ``TARGETS``) also get: ``dropf`` (``a * b`` /
+  ``a / b`` -> ``a``: a dropped factor or divisor, e.g. a temperature), ``aug`` (``x += y`` <-> ``x -= y``,
+  ``*=`` <-> ``/=``, ``&=`` <-> ``|=``), ``augdrop`` (an augmented assignment dropped: ``e[rows] += w`` ->
+  nothing), ``not`` (``~x`` / ``not x`` -> ``x``: the complement of a set of labels), ``index`` (``a[b]`` ->
+  ``b``: positions used where ids were meant), ``arange0`` (``np.arange(a, b)`` -> ``np.arange(b - a)``: ids
+  counted from 0 instead of from ``a``), ``cmpx`` (``is`` <-> ``is not``, ``in`` <-> ``not in``) and
+  ``boolop`` (``and`` <-> ``or``); no mutants there in log lines, f-strings, the messages of raised errors or
+  default values, and no ``neg`` of ``dim=-1`` / ``axis=-1``;
 * each mutant is written over its file in the copy, the target's test selection runs with the copy first
   on the path (cwd and PYTHONPATH), bounded by ``--timeout``, and the file is restored from the original;
 * a mutant is *killed* when the tests fail (or time out), *survived* when they pass; a mutant whose
   source equals the original after ``ast.unparse`` is not generated.
 
-At most ``--max`` mutants (default 60) are run: every ``random`` site, the rest sampled per target with a
-fixed seed. Results go to ``--out`` (JSON lines) and a summary table to stdout.
+At most ``--max`` mutants (default 60) are run: every ``random`` site and every site ``--must`` names, the rest
+sampled per target with a fixed seed. Results go to ``--out`` (JSON lines) and a summary table to stdout.
 
     python scripts/mutate.py --max 60 --timeout 300 --out /tmp/mutants.jsonl
     python scripts/mutate.py --list                      # the sites, nothing run
@@ -39,7 +48,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# (file, functions ("Class.method" or "function"), pytest arguments: the fast hand-made tests of the file)
+OPEN_OPS = ("dropf", "aug", "augdrop", "not", "index", "arange0", "cmpx", "boolop")
+
+# (file, functions ("Class.method" or "function"), pytest arguments: the fast hand-made tests of the file[,
+# extra operators])
 TARGETS = [
     ("xmtc/methods/lightxml/network.py", ["sample_clusters", "candidate_labels", "cluster_targets", "masked_bce",
                                           "LightXMLNetwork.training_loss"],
@@ -63,15 +75,70 @@ TARGETS = [
      ["tests/test_transformer.py", "-k", "bootstrap"]),
     ("xmtc/neural/losses.py", ["shortlist_loss"],
      ["tests/test_transformer.py", "-k", "shortlist_equals or level_trainer_step or padded_with_id or shortlist_loss_is"]),
-    ("xmtc/neural/alc.py", ["hardest_negative", "batch_aware_candidates", "_contrast", "ql_loss", "tcm_loss",
-                            "alc_loss", "batch_union"],
-     ["tests/test_alc.py", "-k", "not zero_weights_change_nothing"]),
+    ("xmtc/neural/alc.py", ["log1mexp", "hardest_negative", "batch_aware_candidates", "pair_ce", "tcm_loss",
+                            "alc_terms", "warmup_weight", "relative_clip", "batch_union", "with_alc"],
+     ["tests/test_alc.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_alc.py and not cli_flags and not benchmark) or pin_alc"], OPEN_OPS),
     ("xmtc/linear/negatives.py", ["beam_mask", "active_mask"],
      ["tests/test_hierarchy.py", "-k", "level_targets or masks"]),
     ("xmtc/linear/solver.py", ["primal_objective"],
      ["tests/test_solver.py", "-k", "by_hand or synthetic"]),
     ("xmtc/linear/beam.py", ["topk_to_csr", "root_beam"],
      ["tests/test_beam.py"]),
+    # -- the open world: labels without documents, labels added / removed / learned after training ------------
+    # (the new tests of tests/test_open_world_mutants.py are picked by the ``pin_<area>`` in their names)
+    ("xmtc/methods/dual_encoder/network.py", ["normalize_rows", "DualEncoderNetwork.__init__",
+                                              "DualEncoderNetwork.label_vectors", "DualEncoderNetwork.add_labels",
+                                              "DualEncoderNetwork._pool_vectors", "DualEncoderNetwork.pool",
+                                              "DualEncoderNetwork.training_loss", "DualEncoderNetwork.predict"],
+     ["tests/test_dual_encoder.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_dual_encoder.py and (free_vectors or a_step_scores or labels_without_documents)) or pin_dual"], OPEN_OPS),
+    ("xmtc/methods/dual_encoder/estimator.py", ["label_texts", "DualEncoder.fit", "DualEncoder._build_network",
+                                                "DualEncoder.add_labels"],
+     ["tests/test_dual_encoder.py", "tests/test_label_files.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_dual_encoder.py and (free_vectors or a_step_scores or labels_without_documents)) or"
+      " (test_label_files.py and dual_encoder_adds) or pin_dual"], OPEN_OPS),
+    ("xmtc/methods/knn/estimator.py", ["pefa_scores", "KNN.fit", "KNN.scores", "KNN.add_labels"],
+     ["tests/test_label_text.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_label_text.py and (pefa or knn_needs)) or pin_knn"], OPEN_OPS),
+    ("xmtc/methods/label_text/estimator.py", ["resolve_label_texts", "fit_text_inputs", "new_label_texts",
+                                              "finite_topk", "LabelText.fit", "LabelText._predict_batch",
+                                              "LabelText.label_scores", "LabelText.add_labels"],
+     ["tests/test_label_text.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_label_text.py and (tfidf or without_documents or command_line or labels_added or label_texts_are"
+      " or encoder_scorer)) or pin_label_text"], OPEN_OPS),
+    ("xmtc/models/label_route.py", ["_top_cosines", "merge_topk", "LabelRoute.fit", "LabelRoute.add",
+                                    "LabelRoute.remove", "LabelRoute.prior_ratio", "LabelRoute.map_odds",
+                                    "LabelRoute.probabilities", "LabelRoute.topk", "LabelRoute.merge"],
+     ["tests/test_open_labels.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_open_labels.py and not serve) or pin_route"], OPEN_OPS),
+    ("xmtc/models/route_prior.py", ["unseen_mass", "prior_ratio"],
+     ["tests/test_open_labels.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_open_labels.py and (route_map or unseen_mass or prior)) or pin_prior"], OPEN_OPS),
+    ("xmtc/models/open_labels.py", ["attach_route", "apply_open_labels", "add_labels", "_updated_vocab",
+                                    "_grown_vocab", "_grow_label_arrays", "remove_labels"],
+     ["tests/test_open_labels.py", "tests/test_label_text.py", "tests/test_explain.py", "tests/test_label_files.py",
+      "tests/test_open_world_mutants.py", "-k",
+      "(test_open_labels.py and (label_file_labels or labels_add_then_remove)) or (test_label_text.py and"
+      " labels_added_after) or (test_explain.py and (removed_labels or added_after_training)) or"
+      " (test_label_files.py and (labels_add_takes or keeps_what_the_file or label_changes or native_label_texts))"
+      " or pin_open_labels"],
+     OPEN_OPS),
+    ("xmtc/models/learning.py", ["learn_tree_model", "_follow_labels", "docs_before", "carry_calibration",
+                                 "_new_labels"],
+     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_learn.py and (new_label or held_out or replay or band or calibration)) or (test_learn_memory.py and"
+      " (three_documents or whole_memory or remove_then_learn or added_by_text)) or pin_learning"], OPEN_OPS),
+    ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer"],
+     ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"],
+     OPEN_OPS),
+    ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
+                               "_training_rows", "_refit", "_fit_fresh", "_padded", "_never", "_replace_columns"],
+     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
+      " or held_out or replay)) or (test_learn_memory.py and (fresh_columns or three_documents or whole_memory"
+      " or few_documents or added_by_text)) or pin_update"], OPEN_OPS),
 ]
 
 HELPERS = '''
@@ -88,6 +155,8 @@ def _mut_rperm(a, *args, axis=-1, **kwargs):
 '''
 
 CMP = {ast.Lt: ast.LtE, ast.LtE: ast.Lt, ast.Gt: ast.GtE, ast.GtE: ast.Gt, ast.Eq: ast.NotEq, ast.NotEq: ast.Eq}
+_LOGGERS = ("log", "logger", "logging", "warnings")
+CMPX = {ast.Is: ast.IsNot, ast.IsNot: ast.Is, ast.In: ast.NotIn, ast.NotIn: ast.In}
 BIN = {ast.Add: ast.Sub, ast.Sub: ast.Add, ast.Mult: ast.Div, ast.Div: ast.Mult, ast.BitAnd: ast.BitOr,
        ast.BitOr: ast.BitAnd}
 
@@ -105,8 +174,22 @@ def _func_nodes(tree: ast.Module, names: list[str]):
     return out
 
 
-def sites(tree: ast.Module, names: list[str]) -> list[tuple]:
-    """Every mutation site in the named functions: ``(op, lineno, col, detail)``."""
+def _is_arange(node) -> bool:
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "arange" \
+        and isinstance(node.func.value, ast.Name) and node.func.value.id in ("np", "numpy", "torch") \
+        and len(node.args) == 2 and not node.keywords
+
+
+def _index_site(node) -> bool:
+    """``a[b]`` read with an index expression ``b`` (not a constant, a slice or a tuple of them)."""
+    return isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load) and \
+        not isinstance(node.slice, (ast.Constant, ast.Slice, ast.Tuple)) and \
+        not (isinstance(node.slice, ast.UnaryOp) and isinstance(node.slice.operand, ast.Constant))
+
+
+def sites(tree: ast.Module, names: list[str], ops: tuple = ()) -> list[tuple]:
+    """Every mutation site in the named functions: ``(op, lineno, col, detail)``; ``ops``: the extra
+    operators (``OPEN_OPS``) besides the basic ones."""
     found = []
     for fn in _func_nodes(tree, names):
         # annotations are never evaluated (``from __future__ import annotations``): no mutants there
@@ -115,6 +198,17 @@ def sites(tree: ast.Module, names: list[str]) -> list[tuple]:
             for ann in ([node.annotation] if isinstance(node, (ast.arg, ast.AnnAssign)) and node.annotation else []) \
                     + ([node.returns] if isinstance(node, ast.FunctionDef) and node.returns else []):
                 skip.update(id(x) for x in ast.walk(ann))
+            # ... nor in a signature's default values (every caller in the tests passes its own)
+            if ops and isinstance(node, ast.arguments):
+                skip.update(id(x) for d in node.defaults + [k for k in node.kw_defaults if k] for x in ast.walk(d))
+            # the open-world targets: no mutants in what only people read (log lines, f-strings, raised messages)
+            if ops and (isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Raise) and node.exc is not None)
+                        or (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                            and isinstance(node.func.value, ast.Name) and node.func.value.id in _LOGGERS)):
+                skip.update(id(x) for x in ast.walk(node))
+        # open-world targets: no ``neg`` of ``dim=-1`` / ``axis=-1`` (on the 2-D arrays there, -1 and 1 are one axis)
+        axis_kw = {id(k.value) for node in ast.walk(fn) if ops and isinstance(node, ast.Call) for k in node.keywords
+                   if k.arg in ("dim", "axis")}
         for node in ast.walk(fn):
             if id(node) in skip:
                 continue
@@ -130,10 +224,33 @@ def sites(tree: ast.Module, names: list[str]) -> list[tuple]:
             elif isinstance(node, ast.Constant) and type(node.value) is int and 0 <= node.value <= 3:
                 found.append(("off1", node.lineno, node.col_offset, node.value))
             elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-                found.append(("neg", node.lineno, node.col_offset, None))
+                if id(node) not in axis_kw:
+                    found.append(("neg", node.lineno, node.col_offset, None))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
                     node.func.attr in ("topk", "argpartition", "argsort"):
                 found.append(("random", node.lineno, node.col_offset, node.func.attr))
+            if not ops:
+                continue
+            end = getattr(node, "end_col_offset", None)
+            if "dropf" in ops and isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div)):
+                found.append(("dropf", node.lineno, node.col_offset, f"{type(node.op).__name__}:{end}"))
+            if isinstance(node, ast.AugAssign):
+                if "aug" in ops and type(node.op) in BIN:
+                    found.append(("aug", node.lineno, node.col_offset, type(node.op).__name__))
+                if "augdrop" in ops:
+                    found.append(("augdrop", node.lineno, node.col_offset, type(node.op).__name__))
+            if "not" in ops and isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.Invert, ast.Not)):
+                found.append(("not", node.lineno, node.col_offset, f"{type(node.op).__name__}:{end}"))
+            if "index" in ops and _index_site(node):
+                found.append(("index", node.lineno, node.col_offset, end))
+            if "arange0" in ops and _is_arange(node):
+                found.append(("arange0", node.lineno, node.col_offset, end))
+            if "cmpx" in ops and isinstance(node, ast.Compare):
+                for i, op in enumerate(node.ops):
+                    if type(op) in CMPX:
+                        found.append(("cmpx", node.lineno, node.col_offset, i))
+            if "boolop" in ops and isinstance(node, ast.BoolOp):
+                found.append(("boolop", node.lineno, node.col_offset, end))
     return sorted(set(found), key=lambda s: (s[1], s[2], s[0], str(s[3])))
 
 
@@ -146,15 +263,51 @@ class _Apply(ast.NodeTransformer):
         return not self.done and getattr(node, "lineno", None) == self.line and \
             getattr(node, "col_offset", None) == self.col
 
+    def _here_end(self, node) -> bool:
+        """Here, for a site whose detail ends in the node's end column (nodes that start together)."""
+        return self._here(node) and str(self.detail).rsplit(":", 1)[-1] == str(node.end_col_offset)
+
     def visit_Compare(self, node):
         self.generic_visit(node)
         if self.op == "cmp" and self._here(node):
             node.ops[self.detail] = CMP[type(node.ops[self.detail])]()
             self.done = True
+        elif self.op == "cmpx" and self._here(node):
+            node.ops[self.detail] = CMPX[type(node.ops[self.detail])]()
+            self.done = True
+        return node
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if self._here(node) and type(node.op).__name__ == self.detail:
+            if self.op == "aug":
+                node.op = BIN[type(node.op)]()
+                self.done = True
+            elif self.op == "augdrop":
+                self.done = True
+                return ast.copy_location(ast.Pass(), node)
+        return node
+
+    def visit_Subscript(self, node):
+        self.generic_visit(node)
+        if self.op == "index" and self._here_end(node):
+            self.done = True
+            return node.slice
+        return node
+
+    def visit_BoolOp(self, node):
+        self.generic_visit(node)
+        if self.op == "boolop" and self._here_end(node):
+            node.op = ast.Or() if isinstance(node.op, ast.And) else ast.And()
+            self.done = True
         return node
 
     def visit_BinOp(self, node):
         self.generic_visit(node)
+        if self.op == "dropf" and self._here_end(node) and \
+                type(node.op).__name__ == str(self.detail).split(":")[0]:
+            self.done = True
+            return node.left
         if self._here(node) and type(node.op).__name__ == self.detail:
             if self.op == "binop":
                 node.op = BIN[type(node.op)]()
@@ -175,10 +328,18 @@ class _Apply(ast.NodeTransformer):
         if self.op == "neg" and self._here(node) and isinstance(node.op, ast.USub):
             self.done = True
             return node.operand
+        if self.op == "not" and self._here_end(node) and isinstance(node.op, (ast.Invert, ast.Not)):
+            self.done = True
+            return node.operand
         return node
 
     def visit_Call(self, node):
         self.generic_visit(node)
+        if self.op == "arange0" and self._here_end(node) and _is_arange(node):
+            self.done = True
+            a, b = node.args
+            node.args = [ast.BinOp(b, ast.Sub(), a)]
+            return node
         if self.op == "random" and self._here(node):
             self.done = True
             attr = node.func.attr
@@ -253,13 +414,15 @@ def main(argv=None) -> int:
     ap.add_argument("--only", default=None, help="run only targets whose file contains this text")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--rerun", default=None, help="JSON lines of an earlier run: run its survivors again")
+    ap.add_argument("--must", action="append", default=[],
+                    help="always run the sites whose description (as --list prints it) contains this text")
     a = ap.parse_args(argv)
 
     targets = [t for t in TARGETS if a.only is None or a.only in t[0]]
     per_target = []
-    for path, names, test_args in targets:
+    for path, names, test_args, *ops in targets:
         src = (ROOT / path).read_text()
-        s = [x for x in sites(ast.parse(src), names) if mutate_source(src, x) is not None]
+        s = [x for x in sites(ast.parse(src), names, tuple(ops[0]) if ops else ()) if mutate_source(src, x) is not None]
         per_target.append((path, src, s, test_args))
     if a.list:
         for path, src, s, _ in per_target:
@@ -273,8 +436,9 @@ def main(argv=None) -> int:
     chosen = []
     pools = []
     for path, src, s, test_args in per_target:
-        rnd = [x for x in s if x[0] == "random"]
-        rest = [x for x in s if x[0] != "random"]
+        must = lambda x: x[0] == "random" or any(m in describe(x, src.splitlines()) for m in a.must)  # noqa: E731
+        rnd = [x for x in s if must(x)]
+        rest = [x for x in s if not must(x)]
         rng.shuffle(rest)
         chosen += [(path, src, x, test_args) for x in rnd]
         pools.append([(path, src, x, test_args) for x in rest])
