@@ -227,7 +227,9 @@ def sites(tree: ast.Module, names: list[str], ops: tuple = ()) -> list[tuple]:
                 if id(node) not in axis_kw:
                     found.append(("neg", node.lineno, node.col_offset, None))
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
-                    node.func.attr in ("topk", "argpartition", "argsort"):
+                    node.func.attr in ("topk", "argpartition", "argsort") and \
+                    not (ops and isinstance(node.func.value, ast.Name) and node.func.value.id == "self"):
+                # (open-world targets: ``self.topk(...)`` is a method of the class, e.g. LabelRoute.topk)
                 found.append(("random", node.lineno, node.col_offset, node.func.attr))
             if not ops:
                 continue

@@ -371,6 +371,15 @@ def test_pin_route_top_cosines_are_the_k_best_rows_best_first():
     pos, val = _top_cosines(X[:1], M[:2], 4)       # fewer rows than k: all of them, then -1 / 0
     assert pos.tolist() == [[1, 0, -1, -1]]
     np.testing.assert_allclose(val, [[0.5, 0.1, 0, 0]], rtol=1e-6)
+    # against a full sort of the dense products (random, so no ties), rows without 7 positive products padded
+    Xr = sp.random(20, 12, density=0.4, format="csr", random_state=1, dtype=np.float32)
+    Mr = sp.random(30, 12, density=0.3, format="csr", random_state=2, dtype=np.float32)
+    S = (Xr @ Mr.T).toarray()
+    pos, val = _top_cosines(Xr, Mr, 7)
+    for i in range(20):
+        best = [j for j in np.argsort(-S[i]) if S[i, j] > 0][:7]
+        assert pos[i].tolist() == best + [-1] * (7 - len(best))
+        np.testing.assert_allclose(val[i][:len(best)], S[i, best], rtol=1e-6)
 
 
 def test_pin_route_merge_pads_short_lists_to_k():
