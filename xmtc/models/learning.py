@@ -75,7 +75,6 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     (a vocabulary extending the model's) or ``<new j>``. ``replay=(X_old, Y_old)``: old documents (texts or
     features) and their labels (in the model's columns) to refit on as well.
     """
-    from ..data.dataset import label_matrix
     from ..linear.update import update
     from ..native import resolve_threads
 
@@ -85,7 +84,7 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         raise ConfigError(f"anchor must be a positive number, got {anchor!r}")
     X_feat = model.transform(X)
     n = X_feat.shape[0]
-    Y_new, vocab = _new_labels(model, Y, labels, n, label_matrix)
+    Y_new, vocab = _new_labels(model, Y, labels, n)
     if n == 0:
         raise DataFormatError(None, None, "no documents to learn from")
     if Y_new.nnz == 0:
@@ -194,7 +193,7 @@ def carry_calibration(cal, label_counts: np.ndarray, n_before: float, n_after: i
         cal.edges = cal.edges * (float(n_after) / float(n_before))
 
 
-def _new_labels(model, Y, labels, n, label_matrix) -> tuple[sp.csr_matrix, Any]:
+def _new_labels(model, Y, labels, n) -> tuple[sp.csr_matrix, Any]:
     L = model.n_labels
     if sp.issparse(Y):
         Y = sp.csr_matrix(Y, dtype=np.float32, copy=True)
@@ -210,13 +209,9 @@ def _new_labels(model, Y, labels, n, label_matrix) -> tuple[sp.csr_matrix, Any]:
             if len(vocab) != Y.shape[1] or list(vocab.names[:L]) != list(model.labels_.names):
                 raise ConfigError(f"labels must extend the model's {L} labels to Y's {Y.shape[1]} columns")
         return Y, vocab
-    Y = list(Y)
-    if len(Y) != n:
-        raise DataFormatError(None, None, f"got {len(Y)} label lists for {n} documents")
-    for i, row in enumerate(Y):
-        if isinstance(row, str) or not all(isinstance(x, str) for x in row):
-            raise DataFormatError(None, i + 1, "labels of a document must be a list of strings")
-    return label_matrix(Y, model.labels_, unknown_labels="extend")
+    from ..data.dataset import as_label_matrix
+
+    return as_label_matrix(Y, model.labels_, n, unknown_labels="extend")
 
 
 def _old_labels(model, Y) -> sp.csr_matrix:
