@@ -35,8 +35,8 @@ def _methods():
 
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-q", "--quiet", action="store_true", help="No progress bars or info logging.")
-    parser.add_argument("--log-level", default=None, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                        help="Logging level (default: INFO, or WARNING with --quiet).")
+    parser.add_argument("--log-level", default=None, type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                        help="Logging level, any case (default: INFO, or WARNING with --quiet).")
 
 
 def _read_method(argv: Sequence[str]) -> str:
@@ -181,16 +181,18 @@ def _method_has_valid_size(estimator_class, method: str) -> bool:
 
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
-    from .commands import calibrate, explain, info, labels, learn, split
+    from .commands import calibrate, explain, info, labels, learn, split, tune
     from .select import cli as select
     return {"explain": explain, "select": select, "calibrate": calibrate, "split": split, "labels": labels,
-            "info": info, "learn": learn}
+            "info": info, "learn": learn, "tune": tune}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
+    from .progress import BarAwareHandler
+
     level = args.log_level or ("WARNING" if args.quiet else "INFO")
     logging.basicConfig(level=getattr(logging, level), format="%(asctime)s %(name)s: %(message)s",
-                        datefmt="%H:%M:%S", stream=sys.stderr, force=True)
+                        datefmt="%H:%M:%S", handlers=[BarAwareHandler(sys.stderr)], force=True)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -298,11 +300,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.plot:
         from .plots import image_format
         image_format(args.plot)  # a path matplotlib cannot write is an error before the evaluation
+    ks = _metric_ks(args.k)
     model = load(args.model_dir)
     if args.raw_scores:
         model.calibration_ = None
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
-    ks = _metric_ks(args.k)
     topk = model.predict_topk(ds.inputs, max(ks), progress=not args.quiet)
     metrics = evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk)
     from .open_metrics import evaluate_open_set, read_unseen_ids
@@ -328,6 +330,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def _metric_ks(k: int) -> list[int]:
+    """The k of the @k metrics for a largest ``-k``: 1, 3, 5 and k, or 1..k below 5."""
+    if k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k}")
     return sorted({1, 3, 5, k} if k >= 5 else set(range(1, k + 1)))
 
 
@@ -366,12 +371,13 @@ def cmd_ensemble(args: argparse.Namespace) -> int:
     from .models import load
     from .models.ensemble import Ensemble
 
+    ks = _metric_ks(args.k) if args.evaluate else None
     ens = Ensemble([load(d) for d in args.model_dirs], combine=args.combine)
     if not args.evaluate:
         _write_predictions(ens, read_documents(args.input, args.fmt), args)
         return 0
     ds = read_dataset(args.input, fmt=args.fmt, labels=ens.labels_, unknown_labels="extend")
-    _print_metrics(ens.evaluate(ds.inputs, ds.Y, ks=_metric_ks(args.k), progress=not args.quiet), args.json)
+    _print_metrics(ens.evaluate(ds.inputs, ds.Y, ks=ks, progress=not args.quiet), args.json)
     return 0
 
 

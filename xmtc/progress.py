@@ -1,10 +1,17 @@
-"""Progress bars that cost nothing when they are off.
+"""Progress bars that cost nothing when they are off, and log lines that do not run through them.
 
 tqdm.auto pulls in asyncio (~18 ms and a few MB on first import); a fit on a small data set with
 ``progress=False`` should not pay that, so the bar library is imported only when a bar is shown.
+
+A bar and the log share stderr: a log line written while a bar is drawn would land in the middle of
+the bar's line. :class:`BarAwareHandler` (the CLI's log handler) writes through ``tqdm.write`` while
+a bar is open, which clears the bar, prints the line and draws the bar again below it.
 """
 
 from __future__ import annotations
+
+import logging
+import sys
 
 
 class _Silent:
@@ -33,3 +40,20 @@ def progress_bar(enabled: bool, **kwargs):
     from tqdm.auto import tqdm
 
     return tqdm(dynamic_ncols=True, **kwargs)
+
+
+class BarAwareHandler(logging.StreamHandler):
+    """A stream handler that writes above the open progress bars instead of into them."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "tqdm" not in sys.modules:  # no bar was ever shown
+            return super().emit(record)
+        from tqdm.auto import tqdm
+
+        if not getattr(tqdm, "_instances", None):
+            return super().emit(record)
+        try:
+            tqdm.write(self.format(record), file=self.stream)
+            self.flush()
+        except Exception:  # as StreamHandler.emit: a broken stream must not end the program
+            self.handleError(record)

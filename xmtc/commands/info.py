@@ -92,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(f"method: {info['method']}  (xmtc {info['xmtc_version']}, format {info['format_version']})")
         if "labels" in info:
-            print(f"labels: {info['labels']:,} ({info['label_names']};"
-                  f" {info.get('labels_with_training_documents', 0):,} with training documents)")
+            names = "with display names" if info["label_names"] == "yes" else "ids only, no display names"
+            print(f"labels: {info['labels']:,} ({info.get('labels_with_training_documents', 0):,} with training"
+                  f" documents; {names})")
         if "training_documents" in info:
             print(f"trained on: {info['training_documents']:,} documents")
         if "features" in info:

@@ -5,7 +5,7 @@ name -> id: a label matches when QUERY is a case-insensitive substring of its id
 label text. Each match is printed with its id, display name, URI and training count (how many training
 documents carried it), exact matches of the id, name or URI first, then by training count, most
 frequent first, then by id. The exit status is 0 when something matched and 1 when nothing did (as
-``grep``), so scripts can test for a label.
+``grep``), so scripts can test for a label; with no match a line on stderr says so.
 
 The vocabulary and counts are read from the model folder's ``labels`` and ``label-stats`` stages
 alone (checksums verified); the model's weights are not loaded.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
@@ -88,8 +89,9 @@ def _run_find(args: argparse.Namespace) -> int:
         widths = [max(len(row[c]) for row in table) for c in range(3)]
         for row in table:
             print("  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11))
+    if not rows and not args.json:  # as grep, exit status 1; unlike grep, say so
+        print(f"no label matches {args.query!r} (id, name, URI or label text)", file=sys.stderr)
     if len(shown) < len(rows) and not args.quiet:
-        import sys
         more = len(rows) - len(shown)
         print(f"({more} more {'match' if more == 1 else 'matches'}; --limit 0 shows all)", file=sys.stderr)
     return 0 if rows else 1

@@ -105,10 +105,16 @@ def named_predictions(predictor, X: Any, k: int, progress: bool) -> list[list[tu
 
 
 def resolve_threshold(predictor, threshold: Any):
-    """A score threshold: a number in use as is, or ``"labels"``: the per-label thresholds that
-    ``xmtc calibrate --thresholds f1`` stored in the model (one per label)."""
-    if threshold is None or isinstance(threshold, (int, float, np.floating, np.integer)) and not isinstance(threshold, bool):
-        return None if threshold is None else float(threshold)
+    """A score threshold: a number, or ``"labels"``: the per-label thresholds that ``xmtc calibrate
+    --thresholds f1`` stored in the model (one per label).
+
+    A calibrated model's scores are probabilities, so a number outside [0, 1] would keep every suggestion
+    or none: it is refused. Raw scores (``--raw-scores``, a model trained with ``--valid-size 0``) are on
+    the method's own scale, where any finite number is a threshold."""
+    if threshold is None:
+        return None
+    if isinstance(threshold, (int, float, np.floating, np.integer)) and not isinstance(threshold, bool):
+        return _checked_number(predictor, float(threshold))
     if isinstance(threshold, str):
         if threshold == "labels":
             calibration = getattr(predictor, "calibration_", None)
@@ -117,13 +123,24 @@ def resolve_threshold(predictor, threshold: Any):
                                   " VALID_FILE --thresholds f1` first")
             return calibration.label_thresholds()
         try:
-            return float(threshold)
+            value = float(threshold)
         except ValueError:
             raise ConfigError(f"threshold must be a number or 'labels', got {threshold!r}") from None
+        return _checked_number(predictor, value)
     arr = np.asarray(threshold, dtype=np.float64)
     if arr.shape != (len(predictor.labels_),):
         raise ConfigError(f"per-label thresholds must be {len(predictor.labels_)} numbers, got shape {arr.shape}")
     return arr
+
+
+def _checked_number(predictor, value: float) -> float:
+    """``value`` as a threshold of ``predictor``'s scores; see :func:`resolve_threshold`."""
+    if not np.isfinite(value):
+        raise ConfigError(f"threshold must be a finite number, got {value}")
+    if getattr(predictor, "calibration_", None) is not None and not 0.0 <= value <= 1.0:
+        raise ConfigError(f"threshold must be in [0, 1]: this model's scores are calibrated probabilities,"
+                          f" got {value:g}")
+    return value
 
 
 def checked_k(k: Any, n_labels: int) -> int:
@@ -223,19 +240,27 @@ class XMCModel:
         n = X.shape[0] if sp.issparse(X) else len(X)
         k_ask = self._candidates(int(k))
         if n <= batch_size:
-            return self._open_topk(*self.calibrated_topk(*self._predict_batch(X, k_ask), X), X, int(k))
+            return self._topk_batch(X, k_ask, int(k))
         from ..progress import progress_bar
 
         idx_parts, score_parts = [], []
         with progress_bar(progress, total=n, unit="doc", desc="predict") as bar:
             for start in range(0, n, batch_size):
                 chunk = X[start:start + batch_size]
-                idx, scores = self._open_topk(*self.calibrated_topk(*self._predict_batch(chunk, k_ask), chunk),
-                                              chunk, int(k))
+                idx, scores = self._topk_batch(chunk, k_ask, int(k))
                 idx_parts.append(idx)
                 score_parts.append(scores)
                 bar.update(idx.shape[0])
         return np.concatenate(idx_parts), np.concatenate(score_parts)
+
+    def _topk_batch(self, X: Any, k_ask: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """One batch of :meth:`predict_topk`: raw top ``k_ask``, calibrated, open labels merged, cut to ``k``;
+        a text with nothing to read gets no suggestion (:func:`xmtc.models.topk.drop_unreadable`)."""
+        from .topk import drop_unreadable
+
+        known = self.known_fraction(X)
+        idx, scores = self.calibrated_topk(*self._predict_batch(X, k_ask), X, known=known)
+        return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known)
 
     def _candidates(self, k: int) -> int:
         """How many raw suggestions to ask the method for to return ``k``: room for masked labels, and where the
@@ -251,16 +276,18 @@ class XMCModel:
             ask = max(ask, UNSEEN_WIDTH * k)
         return min(ask, max(self.n_labels, 1))
 
-    def calibrated_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any) -> tuple[np.ndarray, np.ndarray]:
+    def calibrated_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any,
+                        known: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Scores through the model's calibration (:mod:`xmtc.models.calibration`), if it holds one,
-        damped for texts the model can hardly read (:func:`xmtc.models.calibration.damp_unreadable`)."""
+        damped for texts the model can hardly read (:func:`xmtc.models.calibration.damp_unreadable`);
+        ``known``: :meth:`known_fraction` of ``X`` where the caller has it."""
         calibration = getattr(self, "calibration_", None)
         if calibration is None:
             return idx, scores
         from .calibration import damp_unreadable
 
         idx, scores = calibration.apply(idx, scores, self.label_counts_)
-        known = self.known_fraction(X)
+        known = self.known_fraction(X) if known is None else known
         return (idx, scores) if known is None else damp_unreadable(idx, scores, known)
 
     def _open_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -9,7 +9,8 @@ so that a line of output can be traced to its document even when a file is split
 ``names`` (parallel to ``labels``) appears whenever the model knows display names, from the label file
 it was trained with. A text the model can hardly read (less than half of its words in the model's
 vocabulary, :data:`xmtc.models.calibration.MIN_KNOWN`) gets ``"known_words"`` (that share) and a
-``"warning"``; its calibrated scores are already lowered in proportion.
+``"warning"``; its calibrated scores are already lowered in proportion. A blank text, or one with no word
+in the vocabulary, gets no labels at all (:func:`xmtc.models.topk.drop_unreadable`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ def reading_warning(known: float) -> str | None:
     if known >= MIN_KNOWN:
         return None
     if known == 0:
-        return "no word of this text is in the model's vocabulary: the suggestions are guesses"
+        return "no word of this text is in the model's vocabulary: no suggestion"
     return (f"only {100 * known:.0f}% of this text's words are in the model's vocabulary: scores lowered"
             " in proportion")
 

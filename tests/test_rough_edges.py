@@ -1,0 +1,128 @@
+"""What a new user hits first, each replayed: the command lines of issue 34's list of rough edges.
+
+The model is XR-Linear on a slice of the bundled yso-finna-en sample, calibrated as `xmtc train` does,
+so these tests run on a fresh clone without the shared data.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+import xmtc
+from xmtc.cli import main
+from xmtc.data import sample_path
+
+N_TRAIN = 1500
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("edges")
+    with gzip.open(sample_path("train"), "rt", encoding="utf-8") as fh:
+        lines = fh.readlines()
+    (d / "train.txt").write_text("".join(lines[::len(lines) // N_TRAIN][:N_TRAIN]), encoding="utf-8")
+    with gzip.open(sample_path("test"), "rt", encoding="utf-8") as fh:
+        (d / "test.txt").write_text("".join(fh.readlines()[:300]), encoding="utf-8")
+    (d / "texts.txt").write_text("a history of finland\n\n日本の歴史\nbirds of lapland\n", encoding="utf-8")
+    return d
+
+
+@pytest.fixture(scope="module")
+def model_dir(files):
+    out = files / "model"
+    assert main(["train", str(files / "train.txt"), "-o", str(out), "--label-file", str(sample_path("labels")),
+                 "--max-leaf-size", "16", "-q"]) == 0
+    return out
+
+
+def one_line_error(capsys) -> str:
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("xmtc: error: ")
+    return err
+
+
+def test_evaluate_k_zero_is_a_one_line_error(model_dir, files, capsys):
+    assert main(["evaluate", str(model_dir), str(files / "test.txt"), "-k", "0", "-q"]) == 2
+    assert "k must be a positive integer, got 0" in one_line_error(capsys)
+    assert main(["ensemble", str(model_dir), "--input", str(files / "test.txt"), "--evaluate", "-k", "0", "-q"]) == 2
+    assert "k must be a positive integer" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize("threshold", ["2", "-0.5", "nan"])
+def test_threshold_of_calibrated_scores_is_a_probability(model_dir, files, threshold, capsys):
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "--threshold", threshold, "-q"]) == 2
+    assert "threshold must be" in one_line_error(capsys)
+    assert main(["evaluate", str(model_dir), str(files / "test.txt"), "--threshold", threshold, "-q"]) == 2
+    one_line_error(capsys)
+
+
+def test_raw_scores_take_any_finite_threshold(model_dir, files, capsys):
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "--threshold", "0.5", "-q"]) == 0
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "--raw-scores", "--threshold", "2", "-q"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 8 and all(row["labels"] == [] for row in rows[4:])
+
+
+@pytest.mark.parametrize("level", ["info", "Debug", "warning", "ERROR"])
+def test_log_level_in_any_case(model_dir, level, capsys):
+    assert main(["info", str(model_dir), "--log-level", level]) == 0
+
+
+def test_labels_find_without_a_match_says_so(model_dir, capsys):
+    assert main(["labels", "find", str(model_dir), "blockchain"]) == 1
+    out, err = capsys.readouterr()
+    assert out == "" and "no label matches 'blockchain'" in err
+
+
+def test_info_labels_line_reads_as_a_sentence(model_dir, capsys):
+    assert main(["info", str(model_dir)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("labels:"))
+    assert re.fullmatch(r"labels: [\d,]+ \([\d,]+ with training documents; with display names\)", line), line
+
+
+def test_unreadable_text_gets_no_labels_everywhere(model_dir, files, capsys):
+    """An empty line and a Japanese title: no labels and the warning from the CLI, none from Python, as the REST
+    API (which drops zero scores) answers."""
+    assert main(["predict", str(model_dir), str(files / "texts.txt"), "-q"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [len(r["labels"]) for r in rows] == [5, 0, 0, 5]
+    assert all(r["known_words"] == 0 and "no suggestion" in r["warning"] for r in rows[1:3])
+    model = xmtc.load(model_dir)
+    assert [len(p) for p in model.predict(["a history of finland", "", "   ", "日本の歴史"])] == [5, 0, 0, 0]
+    assert main(["ensemble", str(model_dir), str(model_dir), "--input", str(files / "texts.txt"), "-q"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [len(r["labels"]) for r in rows] == [5, 0, 0, 5]
+
+
+def test_rest_api_agrees_on_unreadable_text(model_dir):
+    pytest.importorskip("fastapi", reason="the serve extra (fastapi) is not installed")
+    from fastapi.testclient import TestClient
+
+    from xmtc.serve.app import create_app
+
+    with TestClient(create_app({"yso": str(model_dir)})) as client:
+        for text in ("日本の歴史", "..."):
+            answer = client.post("/v1/projects/yso/suggest", data={"text": text, "limit": 5}).json()
+            assert answer["results"] == [] and "no suggestion" in answer["warning"]
+
+
+def test_log_lines_do_not_run_into_progress_bars(files, tmp_path):
+    """`xmtc train --log-level INFO` with bars on: every log line starts a line of its own on stderr."""
+    proc = subprocess.run([sys.executable, "-m", "xmtc", "train", str(files / "train.txt"), "-o",
+                           str(tmp_path / "m"), "--log-level", "INFO", "--max-leaf-size", "16"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "linear levels" in proc.stderr  # bars were drawn
+    stamp = re.compile(r"\d\d:\d\d:\d\d xmtc")
+    logged = 0
+    for segment in re.split(r"[\r\n]", proc.stderr):
+        for match in stamp.finditer(segment):
+            assert match.start() == 0, f"a log line inside a bar's line: {segment!r}"
+            logged += 1
+    assert logged >= 5
