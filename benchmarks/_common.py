@@ -24,6 +24,7 @@ if str(HERE) not in sys.path:
     sys.path.insert(0, str(HERE))
 if str(REPO) not in sys.path:
     sys.path.insert(1, str(REPO))
+from xmtc.data.data_root import data_root  # noqa: E402
 
 import _data  # noqa: E402
 import _venv  # noqa: E402
@@ -253,8 +254,8 @@ def features_line(meta: dict) -> str:
 def add_run_args(ap, libraries: tuple[str, ...], *, dataset: str, timeout: float) -> None:
     """The options both scripts take: what to run on, which libraries, threads, seeded cuts, where to write."""
     ap.add_argument("--dataset", default=dataset, help="dataset folder under the data root")
-    ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")),
-                    help="folder holding the datasets (env XMTC_DATA_ROOT)")
+    ap.add_argument("--data-root", default=str(data_root()),
+                    help="folder holding the datasets (env XMTC_DATA)")
     ap.add_argument("--libraries", default=",".join(libraries), help="comma-separated subset of "
                     + ",".join(libraries))
     ap.add_argument("--threads", type=int, default=2, help="threads for every library")

@@ -27,10 +27,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from xmtc.data.data_root import data_root  # noqa: E402
 
 from _data import read_tsv  # noqa: E402
 
-DATA = HERE.parent.parent / "shared" / "data" / "yso-finna-en-2k-20k"
+DATA = data_root() / "yso-finna-en-2k-20k"
 
 
 def simulate(strategy: str, texts, labels, test, *, seed: int, start: int, rounds: int, batch: int,

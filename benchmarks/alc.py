@@ -46,8 +46,9 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
+from xmtc.data.data_root import data_root  # noqa: E402
 
-DATA = REPO.parent / "shared" / "data"
+DATA = data_root()
 KEYS = ("P@1", "P@3", "P@5", "PSP@5", "coverage@P90", "coverage@P95", "ECE@5")
 
 

@@ -29,6 +29,7 @@ import _common  # noqa: E402
 
 from xmtc import XRLinear  # noqa: E402
 from xmtc.data import formats  # noqa: E402
+from xmtc.data.data_root import data_root  # noqa: E402
 
 
 def settings(config: str, language: str) -> dict:
@@ -43,7 +44,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True)
     ap.add_argument("--language", required=True)
-    ap.add_argument("--data-root", default=str(HERE.parent.parent / "shared" / "data"))
+    ap.add_argument("--data-root", default=str(data_root()))
     ap.add_argument("--configs", default="simple,snowball,simplemma,snowball+stop")
     ap.add_argument("--max-train", type=int, default=None, help="first N train texts only (smoke runs)")
     ap.add_argument("--featurize-only", action="store_true",

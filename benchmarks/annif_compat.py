@@ -28,10 +28,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xmtc.data.data_root import data_root  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DATA = Path(os.environ.get("XMTC_DATA_ROOT", REPO / ".." / "shared" / "data"))
+DATA = data_root()
 ANNIF = "annif==1.4.*"
 
 

@@ -28,9 +28,10 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from xmtc.data.data_root import data_root  # noqa: E402
 
 from _data import read_tsv  # noqa: E402
-DATA = HERE.parent.parent / "shared" / "data"
+DATA = data_root()
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-DATA = REPO.parent / "shared" / "data"
+from xmtc.data.data_root import data_root  # noqa: E402
+DATA = data_root()
 
 
 def read(path: Path):

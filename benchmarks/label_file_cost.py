@@ -22,9 +22,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from xmtc.data.data_root import data_root  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = data_root()
 KEYS = ("P@1", "P@5", "ECE@5", "coverage@P90", "R@10_unseen", "P@1_zs", "R@10_zs")
 
 

@@ -36,8 +36,9 @@ from _data import read_tsv  # noqa: E402
 import xmtc  # noqa: E402
 from xmtc.data.dataset import Dataset, label_matrix  # noqa: E402
 from xmtc.models.calibrated_fit import fit_calibrated  # noqa: E402
+from xmtc.data.data_root import data_root  # noqa: E402
 
-DATA = ROOT.parent / "shared" / "data"
+DATA = data_root()
 RAILWAYS = ["Steam locomotives of the Finnish state railways", "Narrow-gauge railways in Finland",
             "Railway stations of Helsinki"]
 VARIANTS = {"default": {}, "no-memory": {"memory": False}}

@@ -24,6 +24,7 @@ import gzip
 from pathlib import Path
 
 import numpy as np
+from xmtc.data.data_root import data_root  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -83,7 +84,7 @@ def token_stats(texts: list[str], max_length: int) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    ap.add_argument("--source", default=str(HERE.parent.parent / "shared" / "data" / "yso-finna-en"))
+    ap.add_argument("--source", default=str(data_root() / "yso-finna-en"))
     ap.add_argument("--out", default=str(HERE / "out" / "data" / "yso-finna-en-long"))
     ap.add_argument("--min-words", type=int, default=40)
     ap.add_argument("--top-labels", type=int, default=1000)

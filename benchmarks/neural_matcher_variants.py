@@ -11,7 +11,6 @@ ranker's times the matcher's (product) or the ranker's alone. Prints P@1/3/5 and
 text's positive clusters (at the matcher's last level) that the beam holds. Figures: benchmarks/RESULTS.md.
 """
 import argparse
-import os
 import sys
 import time
 from pathlib import Path
@@ -30,11 +29,12 @@ from xmtc.linear.cluster_rankers import ClusterRankers  # noqa: E402
 from xmtc.methods.xr_transformer.bootstrap import refit_heads  # noqa: E402
 from xmtc.methods.xr_transformer.finetune import label_mass, level_positives, node_of_label  # noqa: E402
 from xmtc.methods.xr_transformer.matcher import neural_beam  # noqa: E402
+from xmtc.data.data_root import data_root  # noqa: E402
 
 ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
 ap.add_argument("model_dir")
 ap.add_argument("--dataset", default="yso-finna-en-2k-20k")
-ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(HERE.parent.parent / "shared" / "data")))
+ap.add_argument("--data-root", default=str(data_root()))
 args = ap.parse_args()
 ds = _data.load_dataset(args.data_root, args.dataset)
 m = xmtc.load(args.model_dir)

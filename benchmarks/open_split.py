@@ -24,9 +24,10 @@ import sys
 from pathlib import Path
 
 import numpy as np
+from xmtc.data.data_root import data_root  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
+DATA = data_root()
 sys.path.insert(0, str(ROOT))
 
 from _data import read_tsv  # noqa: E402

@@ -23,6 +23,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from xmtc.data.data_root import data_root  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -37,7 +38,7 @@ def same_folder(a: Path, b: Path) -> bool:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--dataset", default="yso-finna-en")
-    ap.add_argument("--data-root", default=os.environ.get("XMTC_DATA_ROOT", str(REPO.parent / "shared" / "data")))
+    ap.add_argument("--data-root", default=str(data_root()))
     ap.add_argument("--workers", default="1,2", help="comma-separated local worker counts")
     ap.add_argument("--threads", type=int, default=2, help="--n-threads of every run (the driver's levels)")
     ap.add_argument("--train-args", default="", help="more `xmtc train` arguments for every run (e.g."

@@ -38,10 +38,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+from xmtc.data.data_root import data_root  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-DATA = Path(os.environ.get("XMTC_DATA_ROOT", REPO / ".." / "shared" / "data"))
+DATA = data_root()
 LABEL_FILES = {"yso-finna-en-2k-20k": "yso-finna-en/labels.txt.gz"}
 
 

@@ -33,6 +33,7 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from xmtc.data.data_root import data_root  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -336,7 +337,7 @@ def command_line(doc: str, run_cases, keep: bool) -> int:
     ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
     ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=data_root())
     ap.add_argument("--timeout", type=float, default=120, help="Seconds before a case counts as a hang.")
     if keep:
         ap.add_argument("--keep", type=Path, default=None, help="Copy failing cases here.")

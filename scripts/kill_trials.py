@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import xmtc  # noqa: E402
+from xmtc.data.data_root import data_root  # noqa: E402
 
 PROBE = ["oil prices rise", "wheat and corn exports", "bank interest rates", "gold", "sugar harvest"]
 
@@ -55,7 +56,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    ap.add_argument("--data", type=Path, default=data_root())
     ap.add_argument("--docs", type=int, default=2000, help="Training documents per model (Reuters).")
     args = ap.parse_args()
     rng = random.Random(args.seed)

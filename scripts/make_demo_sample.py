@@ -18,13 +18,14 @@ from pathlib import Path
 
 from xmtc.data import formats
 from xmtc.data.io import atomic_output, iter_lines
+from xmtc.data.data_root import data_root  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data-root", default=str(ROOT.parent / "shared" / "data"))
+    ap.add_argument("--data-root", default=str(data_root()))
     ap.add_argument("--labels", type=int, default=1000, help="keep the N most frequent train labels")
     ap.add_argument("--train", type=int, default=40000)
     ap.add_argument("--test", type=int, default=4000)

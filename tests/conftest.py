@@ -10,9 +10,16 @@ import pytest
 # Set before torch is imported (conftest is imported first); subprocesses of the tests inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-if not DATA.exists():  # a checkout whose shared/ lies elsewhere
-    DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+from xmtc.data.data_root import data_root, missing_reason  # noqa: E402
+
+DATA = data_root()  # XMTC_DATA, or shared/data beside the checkout
+SKIP_NO_DATA = missing_reason()
+
+
+def pytest_report_header(config):
+    """Where the real data sets were looked for: on a fresh clone without them, many tests are skipped."""
+    state = "found" if DATA.exists() else "absent: its tests are skipped"
+    return f"shared data: {DATA} ({state}; set XMTC_DATA to move it)"
 
 
 def read_tsv_sample(path: Path, n: int):
@@ -32,7 +39,7 @@ def reuters_small():
     """First 2,000 train / 600 test Reuters documents: real text, seconds to fit."""
     d = DATA / "reuters21578-apte90"
     if not d.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(SKIP_NO_DATA)
     return read_tsv_sample(d / "train.txt.gz", 2000), read_tsv_sample(d / "test.txt.gz", 600)
 
 
@@ -77,9 +84,10 @@ def make_tiny_bert(folder: Path, texts, vocab_size: int = 3000, hidden: int = 32
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
-    """The shared data folder (shared/data beside the checkout); the test is skipped where it is absent."""
+    """The shared data folder (``XMTC_DATA``, or shared/data beside the checkout); the test is skipped where it
+    is absent."""
     if not DATA.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(SKIP_NO_DATA)
     return DATA
 
 
@@ -90,7 +98,7 @@ def tsv_sample():
     def read(dataset: str, split: str, n: int):
         path = DATA / dataset / f"{split}.txt.gz"
         if not path.exists():
-            pytest.skip("shared data not available")
+            pytest.skip(SKIP_NO_DATA)
         return read_tsv_sample(path, n)
     return read
 

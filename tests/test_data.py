@@ -17,11 +17,10 @@ import scipy.sparse as sp
 
 from xmtc.data import (Dataset, LabelVocab, guess_format, label_matrix, read_dataset, read_inputs,
                        read_label_file, sample_path, write_dataset)
+from xmtc.data.data_root import data_root, missing_reason
 from xmtc.errors import DataFormatError, ModelFormatError
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"   # the same place conftest.py looks
-if not DATA.exists():
-    DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+DATA = data_root()  # the same place conftest.py looks
 
 
 # -- helpers ----------------------------------------------------------------------------------------
@@ -495,7 +494,7 @@ def test_round_trip_npz(tmp_path):
 def test_round_trip_real_xc_lines(tmp_path):
     src = DATA / "mulan-bibtex" / "train_xc.txt.gz"
     if not src.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(missing_reason())
     with gzip.open(src, "rt", encoding="utf-8") as fh:
         header = fh.readline().split()
         body = [fh.readline() for _ in range(30)]
@@ -594,7 +593,7 @@ def _yso_label_lines(n_plain: int = 3) -> list[str]:
     text differs from the preferred label (alternative labels appended)."""
     src = DATA / "yso-finna-en" / "labels.txt.gz"
     if not src.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(missing_reason())
     out: list[str] = []
     with gzip.open(src, "rt", encoding="utf-8") as fh:
         out.append(fh.readline().rstrip("\n"))
@@ -647,7 +646,7 @@ def test_read_label_file_reuters_layout(tmp_path):
 def test_read_label_file_reuters_real_lines(tmp_path):
     src = DATA / "reuters21578-apte90" / "labels.txt.gz"
     if not src.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(missing_reason())
     with gzip.open(src, "rt", encoding="utf-8") as fh:
         lines = [fh.readline() for _ in range(3)]
     path = put(tmp_path / "labels.txt.gz", "".join(lines), gz=True)

@@ -1,18 +1,18 @@
 """xmtc.index: PIFA embeddings, balanced hierarchical k-means and the LabelTree container."""
 
 import gzip
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from xmtc.data.data_root import data_root, missing_reason
 from xmtc.errors import ConfigError, ModelFormatError
 from xmtc.index.kmeans import build_label_tree, tree_depth
 from xmtc.index.pifa import concat_embeddings, normalize_rows, pifa
 from xmtc.index.tree import LabelTree, level_splits
 
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = data_root()
 
 
 def read_xc(path, n_docs):
@@ -44,7 +44,7 @@ def delicious():
     """PIFA of mulan-delicious (real tags, 983 labels, 500 features) from its first 3,000 documents."""
     path = DATA / "mulan-delicious" / "train_xc.txt.gz"
     if not path.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(missing_reason())
     X, Y = read_xc(path, 3000)
     return X, Y, pifa(X, Y)
 

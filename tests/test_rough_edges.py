@@ -126,3 +126,76 @@ def test_log_lines_do_not_run_into_progress_bars(files, tmp_path):
             assert match.start() == 0, f"a log line inside a bar's line: {segment!r}"
             logged += 1
     assert logged >= 5
+
+
+def test_train_on_a_handful_of_documents_says_the_scores_are_raw(files, tmp_path, capsys):
+    few = tmp_path / "few.txt"
+    few.write_text("".join((files / "train.txt").read_text(encoding="utf-8").splitlines(True)[:60]), encoding="utf-8")
+    assert main(["train", str(few), "-o", str(tmp_path / "m"), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "raw, not calibrated" in err and "60 training documents are fewer than the 200" in err
+    assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m2"), "-q", "--max-leaf-size", "16"]) == 0
+    assert "raw, not calibrated" not in capsys.readouterr().err
+
+
+def test_a_missing_analyzer_library_is_named_without_blaming_the_data(files, tmp_path, monkeypatch, capsys):
+    """libvoikko whose native library is absent: its constructor raises, and its __del__ then fails on the
+    half-built instance; neither that nor 'cannot train on it' may reach the user."""
+    import gc
+    import types
+
+    class Voikko:
+        def __init__(self, language):
+            raise OSError("libvoikko.so.1: cannot open shared object file")
+
+        def __del__(self):
+            self.handle  # as libvoikko's terminate() on an instance whose library never loaded
+
+    fake = types.ModuleType("libvoikko")
+    fake.Voikko, fake.VoikkoException = Voikko, type("VoikkoException", (Exception,), {})
+    monkeypatch.setitem(sys.modules, "libvoikko", fake)
+    unraisable = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m"), "--analyzer", "voikko(fi)", "-q"]) == 2
+    gc.collect()
+    err = capsys.readouterr().err
+    assert err.startswith("xmtc: error: analyzer voikko(fi) needs libvoikko") and err.count("\n") == 1, err
+    assert "cannot train on it" not in err and str(files / "train.txt") not in err
+    assert unraisable == []
+
+
+def test_a_very_long_text_is_cut_with_one_warning(model_dir, tmp_path, monkeypatch, capsys):
+    from xmtc.data.text_limit import DEFAULT_MAX_CHARS
+    from xmtc.serve.config import ServeConfig
+
+    assert DEFAULT_MAX_CHARS == ServeConfig().max_body_bytes  # what the REST API takes whole, the CLI takes whole
+    long_text = "birds of lapland and the history of finnish railways " * 200
+    path = tmp_path / "long.txt"
+    path.write_text(f"short title\n{long_text}\n{long_text}\n", encoding="utf-8")
+    monkeypatch.setenv("XMTC_MAX_TEXT_CHARS", "1000")
+    assert main(["predict", str(model_dir), str(path), "-k", "3"]) == 0
+    out, err = capsys.readouterr()
+    warnings = [line for line in err.splitlines() if "XMTC_MAX_TEXT_CHARS" in line]
+    assert len(warnings) == 1 and "2 texts over 1,000 characters" in warnings[0]
+    assert f"line 2: 1,000 of {len(long_text):,} characters read" in warnings[0]
+    rows = [json.loads(line) for line in out.splitlines()]
+    cut = xmtc.load(model_dir).predict([long_text[:1000]], k=3)[0]
+    assert rows[1]["labels"] == [label for label, _ in cut]
+    monkeypatch.setenv("XMTC_MAX_TEXT_CHARS", "lots")
+    assert main(["predict", str(model_dir), str(path), "-q"]) == 2
+    assert "XMTC_MAX_TEXT_CHARS must be a number" in one_line_error(capsys)
+
+
+def test_the_data_location_is_a_setting(tmp_path):
+    """XMTC_DATA moves the shared data the tests read; where it holds nothing, they are skipped saying where."""
+    import os
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, XMTC_DATA=str(tmp_path / "nowhere"))
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider",
+                           "tests/test_tfidf.py::test_matches_sklearn_on_reuters"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert "1 skipped" in proc.stdout, proc.stdout + proc.stderr
+    assert f"shared data not available at {tmp_path / 'nowhere'}" in proc.stdout
+    assert f"shared data: {tmp_path / 'nowhere'}" in proc.stdout

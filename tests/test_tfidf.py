@@ -4,24 +4,24 @@ import gzip
 import io
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from xmtc.data.data_root import data_root, missing_reason
 from xmtc.errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError
 from xmtc.features import tfidf as tfidf_mod
 from xmtc.features.tfidf import TfidfFeaturizer
 
-DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+DATA = data_root()
 
 
 def _texts(name, split, every=1, limit=None):
     path = DATA / name / f"{split}.txt.gz"
     if not path.exists():
-        pytest.skip("shared data not available")
+        pytest.skip(missing_reason())
     out = []
     with gzip.open(path, "rt", encoding="utf-8") as fh:
         for i, line in enumerate(fh):

@@ -19,7 +19,7 @@ from typing import Sequence
 from . import __version__
 from .commands.parsing import parse_strictly
 from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config, non_negative_int
-from .errors import ConfigError, DataFormatError, XmtcError
+from .errors import ConfigError, DataFormatError, SetupError, XmtcError
 
 log = logging.getLogger("xmtc")
 
@@ -231,7 +231,7 @@ def cmd_train(args: argparse.Namespace) -> int:
                        refit={"auto": None, "true": True, "false": False}[args.refit], progress=not args.quiet,
                        **fit_kw)
     except (ConfigError, DataFormatError) as exc:
-        if str(exc).startswith(train_name):
+        if str(exc).startswith(train_name) or isinstance(exc, SetupError):
             raise
         # what the data cannot give (an empty vocabulary, no labels): say which file it is about
         raise DataFormatError(train_name, None, f"cannot train on it: {exc}") from None
@@ -241,6 +241,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     if "checkpoint_dir" in fit_kw and not args.checkpoint_dir:  # the implicit checkpoint has served its purpose
         shutil.rmtree(fit_kw["checkpoint_dir"], ignore_errors=True)
     log.info("saved %s model to %s (%.1fs in all)", args.method, path, time.perf_counter() - t0)
+    from .commands.train_notice import raw_scores_notice
+
+    notice = raw_scores_notice(model, len(ds), getattr(args, "valid_size", None))
+    if notice:
+        log.warning(notice)
     return 0
 
 

@@ -42,5 +42,11 @@ class ConfigError(XmtcError, ValueError):
     """An impossible or unknown configuration value."""
 
 
+class SetupError(ConfigError):
+    """A setting that cannot work on this machine whatever the data: an analyzer whose library is missing,
+    a stop-word list that does not exist. The message names the setting; ``xmtc train`` does not blame
+    the training file for it."""
+
+
 class NotFittedError(XmtcError, RuntimeError):
     """A model was used before ``fit`` (or ``load``)."""

@@ -26,6 +26,7 @@ from ..errors import DataFormatError
 from . import formats
 from .io import format_from_name, guess_format, open_source
 from .labels import LabelVocab
+from .text_limit import bound_texts
 
 UNKNOWN_LABELS = ("error", "ignore", "extend")
 
@@ -93,6 +94,12 @@ def read_raw(path: str | os.PathLike, fmt: str | None = None, *, need_labels: bo
     """
     if (fmt or format_from_name(path)) == "npz":  # a zip is read whole by its own loader
         return formats.read_npz(path, need_labels=need_labels)
+    raw = _read_source(path, fmt, need_labels)
+    bound_texts(raw.texts, raw.lines, getattr(raw, "source", None) or path)
+    return raw
+
+
+def _read_source(path, fmt: str | None, need_labels: bool) -> formats.RawDocuments:
     with open_source(path) as src:
         fmt = guess_format(src, fmt)
         if fmt == "tsv":

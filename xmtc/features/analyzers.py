@@ -41,7 +41,7 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SetupError
 
 __all__ = ["AnalyzerSpec", "Analyzer", "parse_analyzer", "resolve", "stop_word_list", "LANGUAGES"]
 
@@ -196,12 +196,12 @@ def stop_word_list(name: str) -> list[str]:
         try:
             import stopwordsiso
         except ImportError:
-            raise ConfigError(f"stop_words {name!r} needs the stopwordsiso package: {INSTALL_HINT}") from None
+            raise SetupError(f"stop_words {name!r} needs the stopwordsiso package: {INSTALL_HINT}") from None
         if not stopwordsiso.has_lang(name[4:]):
-            raise ConfigError(f"stopwords-iso has no list for {name[4:]!r}")
+            raise SetupError(f"stop_words {name!r}: stopwords-iso has no list for {name[4:]!r}")
         return sorted(stopwordsiso.stopwords(name[4:]))
     if name not in SHIPPED_STOP_WORDS:
-        raise ConfigError(f"no shipped stop-word list for {name!r} (shipped: {', '.join(SHIPPED_STOP_WORDS)});"
+        raise SetupError(f"no shipped stop-word list for {name!r} (shipped: {', '.join(SHIPPED_STOP_WORDS)});"
                           f" try iso:{name}")
     text = resources.files(__package__).joinpath("stopwords", f"{name}.txt").read_text("utf-8")
     return sorted({w.strip() for w in text.splitlines() if w.strip() and not w.startswith("#")})
@@ -211,11 +211,12 @@ def _snowball(lang: str) -> Callable[[list[str]], list[str]]:
     try:
         import Stemmer
     except ImportError:
-        raise ConfigError(f"analyzer snowball({lang}) needs PyStemmer: {INSTALL_HINT}") from None
+        raise SetupError(f"analyzer snowball({lang}) needs PyStemmer: {INSTALL_HINT}") from None
     try:
         stemmer = Stemmer.Stemmer(lang, 0)  # no internal cache: Analyzer keeps its own
     except (KeyError, ValueError):
-        raise ConfigError(f"the installed PyStemmer has no Snowball stemmer for {lang!r}") from None
+        raise SetupError(f"analyzer snowball({lang}): the installed PyStemmer has no Snowball stemmer for"
+                         f" {lang!r}") from None
     lock = threading.Lock()  # PyStemmer's objects are not thread-safe
 
     def stems(words: list[str]) -> list[str]:
@@ -228,12 +229,13 @@ def _simplemma(lang: str) -> Callable[[list[str]], list[str]]:
     try:
         import simplemma
     except ImportError:
-        raise ConfigError(f"analyzer simplemma({lang}) needs simplemma: {INSTALL_HINT}") from None
+        raise SetupError(f"analyzer simplemma({lang}) needs simplemma: {INSTALL_HINT}") from None
     lemmatize = simplemma.lemmatize
     try:
         lemmatize("test", lang=lang)
     except ValueError:
-        raise ConfigError(f"the installed simplemma has no language {lang!r}") from None
+        raise SetupError(f"analyzer simplemma({lang}): the installed simplemma has no language"
+                         f" {lang!r}") from None
     return lambda words: [lemmatize(w, lang=lang) for w in words]
 
 
@@ -246,11 +248,19 @@ def _voikko(lang: str) -> Callable[[list[str]], list[str]]:
         try:
             from voikko import libvoikko
         except ImportError:
-            raise ConfigError(hint) from None
+            raise SetupError(hint) from None
+
+    class Voikko(libvoikko.Voikko):
+        def __del__(self):  # libvoikko's own fails on an instance whose library did not load
+            try:
+                super().__del__()
+            except AttributeError:
+                pass
+
     try:
-        voikko = libvoikko.Voikko(lang)
+        voikko = Voikko(lang)
     except (OSError, libvoikko.VoikkoException) as exc:
-        raise ConfigError(f"{hint} ({str(exc).strip() or type(exc).__name__})") from None
+        raise SetupError(f"{hint} ({str(exc).strip() or type(exc).__name__})") from None
     lock = threading.Lock()  # a Voikko handle is not thread-safe
 
     def baseforms(words: list[str]) -> list[str]:
