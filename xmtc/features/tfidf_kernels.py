@@ -433,6 +433,12 @@ def tokenize_regex(texts: list, lowercase: bool, pattern: re.Pattern) -> tuple[n
     return np.array(ids, dtype=np.int32), np.cumsum(counts), list(vocab)
 
 
+
+from .jit_cache import notice_if_uncompiled  # noqa: E402  (the kernels above must exist first)
+
+notice_if_uncompiled(globals())
+
+
 # --------------------------------------------------------------------------------------------------
 # the estimator
 # --------------------------------------------------------------------------------------------------
