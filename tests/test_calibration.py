@@ -188,3 +188,24 @@ def test_labels_without_documents_take_the_base_rate_of_such_labels():
     assert Calibration.from_arrays(params, arrays, 4, "x").unseen_mass == 0.2
     cal.unseen_mass = None  # a calibration saved before it: no shift
     assert cal.probabilities(idx, raw)[0, 1] == pytest.approx((1 - TIE_BREAK) * 0.5)
+
+
+def test_isotonic_steps_are_scikit_learns_breakpoints():
+    """calibration.isotonic_steps (SciPy's PAV, equal scores pooled, flat steps trimmed to their ends) against
+    scikit-learn's IsotonicRegression(y_min=0, y_max=1): the same X_thresholds_ / y_thresholds_ on scores with
+    many ties (rounded to 1-3 decimals) and 0/1 or real targets, and the same interpolated map."""
+    from sklearn.isotonic import IsotonicRegression
+
+    from xmtc.models.calibration import isotonic_steps
+
+    rng = np.random.default_rng(7)
+    for trial in range(100):
+        n = int(rng.integers(2, 300))
+        s = np.round(rng.random(n), int(rng.integers(1, 4))).astype(np.float32).astype(np.float64)
+        y = (rng.random(n) < s ** 2).astype(np.float64) if trial % 2 else rng.random(n)
+        ref = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(s, y)
+        x_thr, y_thr = isotonic_steps(s, y)
+        np.testing.assert_allclose(x_thr, ref.X_thresholds_, rtol=0, atol=0)
+        np.testing.assert_allclose(y_thr, ref.y_thresholds_, rtol=0, atol=1e-12)
+        grid = np.linspace(-0.1, 1.1, 50)
+        np.testing.assert_allclose(np.interp(grid, x_thr, y_thr), ref.predict(grid), atol=1e-12)

@@ -42,7 +42,7 @@ def _copy(model, tmp_path, name="m"):
 
 
 def _top1_share(model, texts, label) -> float:
-    return float(np.mean([p[:1] and p[0][0] == label for p in model.predict(texts, k=1)]))
+    return float(np.mean([bool(p) and p[0][0] == label for p in model.predict(texts, k=1)]))
 
 
 # -- the memory ----------------------------------------------------------------------------------------

@@ -11,13 +11,23 @@ below 200 documents (too few to fit a map on). 5,000 documents give 50,000 top-1
 than an isotonic map with three label-frequency bands needs; above that, documents are worth more
 as training data.
 
-Refitting on everything (``refit``): the held-out tenth costs accuracy on small sets, so where a fit
-is cheap (methods that declare ``cheap_refit``: XR-Linear) and the split is at least
-:data:`REFIT_MIN_SHARE` of the documents, the model is fitted again on all of them after the maps are
-fitted, and keeps the maps. Measured on yso-finna-en-2k-20k (2,000 held out, seeds 0 / 1): the model
-fitted on 18,000 documents reached test P@1 29.98 / 30.26 and ECE@5 1.13 / 1.21; refitted on all
-20,000 with the same maps, P@1 31.60 / 31.42 and ECE@5 0.99 / 1.12, so the maps carry over. On
-yso-finna-en (5,000 of 522,535 held out, under 1%) the second fit would double the time for little.
+What follows the calibration (``refit``): the held-out tenth costs accuracy on small sets, so where a fit is
+cheap (methods that declare ``cheap_refit``: XR-Linear) and the split is at least :data:`REFIT_MIN_SHARE` of the
+documents, the split is brought into the model after the maps are fitted, and the maps are kept (they carry over
+to weights this close; :func:`xmtc.models.learning.carry_calibration` rescales their label-frequency bands):
+
+* ``"fold"`` (the default where it applies): the split's documents are learned into the fitted model
+  (``XRLinear.learn``: the nodes their rows reach are refitted proximally on those rows, started at their
+  weights; a label only the split carries is fitted against the remembered training rows). Its cost is the
+  split's rows, not the corpus.
+* ``"full"``: a second fit on every document, the exact model of a fit on all of them, for a second fit's time.
+* ``"none"``: the model keeps only the training part (on yso-finna-en, 5,000 of 522,535 held out, under 1%).
+
+Measured (``benchmarks/refit_modes.py``, XR-Linear defaults, test sets, seeds 0 / 1; RESULTS.md, "xmtc train
+at its defaults"): on yso-finna-en-2k-20k none / fold / full gave P@1 30.06 / 30.84 / 30.78 (seed 0) and ECE@5
+0.84 / 0.79 / 1.14%; the fold cost about half of the full refit's CPU time. Both fits and the calibration share
+one TF-IDF of every document (:meth:`XRLinear.fit_featurizer`): the split's words join the vocabulary (no labels
+are read), so the fold can weight words that only the split has, and no text is featurized twice.
 
 Labels without any training document (a label file's labels that no document carries, or labels added by
 text) are right far less often than the documented labels the maps are fitted on: their calibrated odds are
@@ -38,8 +48,12 @@ import logging
 import time
 from typing import Any
 
+import numpy as np
+import scipy.sparse as sp
+
 from ..data.dataset import Dataset
-from ..data.split import split_dataset, subset
+from ..data.split import split_indices, subset
+from ..errors import ConfigError
 from .calibration import calibrate
 from .open_labels import attach_route
 from .route_prior import unseen_mass
@@ -50,6 +64,7 @@ AUTO_FRACTION = 0.1
 AUTO_MAX = 5000
 AUTO_MIN_DOCS = 200
 REFIT_MIN_SHARE = 0.02
+TOP_K = 10  # suggestions per validation document the maps are fitted on (calibration.calibrate's k)
 
 
 def auto_valid_size(n: int) -> int:
@@ -59,55 +74,105 @@ def auto_valid_size(n: int) -> int:
     return min(int(round(AUTO_FRACTION * n)), AUTO_MAX)
 
 
+REFITS = ("fold", "full", "none")
+
+
+def resolve_refit(refit: str | bool | None, model, n_valid: int, n: int) -> str:
+    """What follows the calibration (see the module doc): ``"fold"``, ``"full"`` or ``"none"``. ``None`` (auto):
+    fold for methods that declare ``cheap_refit`` and can learn, when the split is at least
+    :data:`REFIT_MIN_SHARE` of the documents; ``True`` is ``"full"`` and ``False`` ``"none"``."""
+    if refit is None or refit == "auto":
+        cheap = bool(getattr(model, "cheap_refit", False)) and n_valid >= REFIT_MIN_SHARE * n
+        return ("fold" if getattr(model, "can_learn", False) else "full") if cheap else "none"
+    if isinstance(refit, bool):
+        return "full" if refit else "none"
+    if refit not in REFITS:
+        raise ConfigError(f"refit must be auto, {', '.join(REFITS)}, true or false; got {refit!r}")
+    if refit == "fold" and not getattr(model, "can_learn", False):
+        raise ConfigError(f"refit 'fold' learns the validation split into the model; {model.method} cannot learn")
+    return refit
+
+
 def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed: int = 0,
-                   calibration: str = "isotonic", refit: bool | None = None, progress: bool = False,
+                   calibration: str = "isotonic", refit: str | bool | None = None, progress: bool = False,
                    **fit_kw: Any) -> dict:
-    """Fit ``model`` on ``ds`` less a validation split, then calibrate on the split.
+    """Fit ``model`` on ``ds`` less a validation split, calibrate on the split, then fold the split in.
 
     ``valid_size``: a fraction in [0, 1) or a document count; ``None`` = :func:`auto_valid_size`;
-    0 fits on everything and leaves the scores raw. ``refit``: fit again on every document after
-    calibrating (``None``: as the module doc says). Returns what was done, for the log and the manifest.
+    0 fits on everything and leaves the scores raw. ``refit``: ``"fold"`` (learn the split into the fitted
+    model), ``"full"`` (fit again on every document), ``"none"``, or ``None`` / ``"auto"`` as
+    :func:`resolve_refit` says. Returns what was done, for the log and the manifest.
     """
     n = len(ds)
     if "valid_size" in model.get_params():
         return _fit_own_split(model, ds, calibration, progress, fit_kw)
     size = auto_valid_size(n) if valid_size is None else valid_size
-    train, valid = split_dataset(ds, size, seed)
-    if len(valid) == 0:
-        model.fit(train.inputs, train.Y, labels=train.labels, progress=progress, **fit_kw)
+    train_rows, valid_rows = split_indices(n, size, seed)
+    if valid_rows.size == 0:
+        model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=progress, **fit_kw)
         model.calibration_ = None
         return {"valid_docs": 0}
-    log.info("holding out %d of %d documents (seed %d) to calibrate the scores on", len(valid), n, seed)
-    model.fit(train.inputs, train.Y, labels=train.labels, progress=progress, **fit_kw)
+    refit = resolve_refit(refit, model, valid_rows.size, n)
+    log.info("holding out %d of %d documents (seed %d) to calibrate the scores on", valid_rows.size, n, seed)
+    inputs, shared = ds.inputs, {}
+    if isinstance(inputs, list) and getattr(model, "cheap_refit", False) and callable(getattr(model, "fit_featurizer", None)):
+        # one TF-IDF of every document serves both fits and the calibration (texts only, no labels: the
+        # split's words join the vocabulary, its labels reach nothing before the maps are fitted)
+        inputs, shared = model.fit_featurizer(inputs), {"keep_featurizer": True}
+    Y = sp.csr_matrix(ds.Y)
+    model.fit(_rows(inputs, train_rows), Y[train_rows], labels=ds.labels, progress=progress, **shared, **fit_kw)
     if not getattr(model, "is_main_process_", True):
-        return {"valid_docs": len(valid)}  # torchrun: rank 0 calibrates and saves
-    cal, info = _calibrate_on(model, valid, calibration, progress)
-    info.update(valid_seed=int(seed), train_docs=len(train))
-    if refit is None:
-        refit = bool(getattr(model, "cheap_refit", False)) and len(valid) >= REFIT_MIN_SHARE * n
-    if refit:
+        return {"valid_docs": int(valid_rows.size)}  # torchrun: rank 0 calibrates and saves
+    X_valid, Y_valid = _rows(inputs, valid_rows), Y[valid_rows]
+    fit_counts = np.asarray(model.label_counts_).copy()
+    cal, info = _calibrate_on(model, X_valid, Y_valid, calibration, progress)
+    info.update(valid_seed=int(seed), train_docs=int(train_rows.size))
+    t0 = time.perf_counter()
+    if refit == "fold":
+        log.info("learning the %d validation documents into the model; the score maps carry over",
+                 valid_rows.size)
+        model.learn(X_valid, Y_valid, whole_memory_refit=False, progress=progress)
+    elif refit == "full":
         log.info("fitting again on all %d documents; the score maps carry over", n)
-        model.fit(ds.inputs, ds.Y, labels=ds.labels, progress=progress, **fit_kw)
-        model.calibration_ = cal
-    info["refit_on_all"] = bool(refit)
+        model.fit(inputs, Y, labels=ds.labels, progress=progress, **shared, **fit_kw)
+    model.calibration_ = cal
+    if refit != "none":
+        log.info("%s on all %d documents in %.1fs", "folded in" if refit == "fold" else "refitted", n,
+                 time.perf_counter() - t0)
+    info["refit_on_all"] = refit != "none"
+    info["refit"] = refit
     cal.fit_info = info
-    cal.unseen_mass = unseen_mass(valid.Y, train.Y.getnnz(axis=0))
+    cal.unseen_mass = unseen_mass(Y_valid, fit_counts)
     # after a refit: its label counts say which are unseen; the prior is measured against the fitting part's
-    attach_route(model, valid.inputs, valid.Y, fit_counts=train.Y.getnnz(axis=0))
+    valid_texts = subset(ds, valid_rows).texts if ds.texts is not None else None
+    attach_route(model, valid_texts, Y_valid, fit_counts=fit_counts)
     return info
 
 
-def _calibrate_on(model, valid: Dataset, calibration: str, progress: bool):
-    """Fit the score maps on ``valid``; returns them and the figures before / after (in-sample)."""
+def _rows(inputs, rows: np.ndarray):
+    """Rows of texts (a list) or of a sparse matrix."""
+    return sp.csr_matrix(inputs[rows]) if sp.issparse(inputs) else [inputs[i] for i in rows.tolist()]
+
+
+def _calibrate_on(model, X_valid, Y_valid, calibration: str, progress: bool):
+    """Fit the score maps on the validation split; returns them and the figures before / after (in-sample),
+    both read from the one prediction the maps are fitted on."""
+    from ..metrics import expected_calibration_error, hits_matrix
+
     t0 = time.perf_counter()
     model.calibration_ = None
-    before = model.evaluate(valid.inputs, valid.Y, ks=(1, 5))
-    cal = calibrate(model, valid.inputs, valid.Y, method=calibration, progress=progress)
-    after = model.evaluate(valid.inputs, valid.Y, ks=(1, 5))
-    info = {"valid_docs": len(valid), "ECE@5_raw": round(float(before["ECE@5"]), 4),
-            "ECE@5": round(float(after["ECE@5"]), 4), "P@1": round(float(after["P@1"]), 4)}
+    idx, raw = model.predict_topk(X_valid, TOP_K, progress=progress)
+    cal = calibrate(model, X_valid, Y_valid, method=calibration, k=TOP_K, topk=(idx, raw))
+    correct = hits_matrix(Y_valid, idx)
+    idx_c, p = cal.apply(idx, raw)
+    hits_c = hits_matrix(Y_valid, idx_c)
+    top = (idx >= 0)[:, :5]
+    info = {"valid_docs": int(Y_valid.shape[0]),
+            "ECE@5_raw": round(float(expected_calibration_error(raw[:, :5][top], correct[:, :5][top])), 4),
+            "ECE@5": round(float(expected_calibration_error(p[:, :5][top], hits_c[:, :5][top])), 4),
+            "P@1": round(100.0 * float(np.mean(hits_c[:, 0])), 4)}
     log.info("calibrated the scores on %d validation documents in %.1fs: ECE@5 %.2f%% raw -> %.2f%% (in-sample);"
-             " validation P@1 %.2f", len(valid), time.perf_counter() - t0, info["ECE@5_raw"], info["ECE@5"],
+             " validation P@1 %.2f", info["valid_docs"], time.perf_counter() - t0, info["ECE@5_raw"], info["ECE@5"],
              info["P@1"])
     return cal, info
 
@@ -125,10 +190,10 @@ def _fit_own_split(model, ds: Dataset, calibration: str, progress: bool, fit_kw:
     _, rows = validation_split(len(ds), model.valid_size, model.seed)
     if rows.size == 0 or len(ds) < AUTO_MIN_DOCS or not getattr(model, "is_main_process_", True):
         return {"valid_docs": int(rows.size)}
-    cal, info = _calibrate_on(model, subset(ds, rows), calibration, progress)
+    valid = subset(ds, rows)
+    cal, info = _calibrate_on(model, valid.inputs, valid.Y, calibration, progress)
     info.update(valid_seed=int(model.seed), train_docs=len(ds) - int(rows.size), refit_on_all=False)
     cal.fit_info = info
-    valid = subset(ds, rows)
     cal.unseen_mass = unseen_mass(valid.Y, model.label_counts_ - valid.Y.getnnz(axis=0))
     attach_route(model, valid.inputs, valid.Y, fit_counts=model.label_counts_ - valid.Y.getnnz(axis=0))
     return info

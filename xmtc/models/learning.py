@@ -67,13 +67,16 @@ def check_can_learn(model: Any) -> None:
 
 
 def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = ANCHOR,
-                     memory: bool = True, progress: bool = False):
+                     memory: bool = True, whole_memory_refit: bool = True, progress: bool = False):
     """XR-Linear's learn (see the module doc); ``model`` is updated in place and returned.
 
     ``Y``: label-name lists (names the model lacks become new labels, appended after its labels in sorted
     order) or a sparse 0/1 matrix whose columns past the model's labels are new labels, named by ``labels``
     (a vocabulary extending the model's) or ``<new j>``. ``replay=(X_old, Y_old)``: old documents (texts or
-    features) and their labels (in the model's columns) to refit on as well.
+    features) and their labels (in the model's columns) to refit on as well. ``whole_memory_refit``: when the
+    memory holds every training row, refit changed nodes on all of them (the full objective, a retrain's cost);
+    False keeps the proximal update there too and uses the memory for the fresh labels only, as with a sample
+    (``xmtc train``'s fold-in of its calibration split, :mod:`xmtc.models.calibrated_fit`).
     """
     from ..linear.update import update
     from ..native import resolve_threads
@@ -101,7 +104,7 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         solver_kw.update(C_pos=cfg.C_pos, C_neg=cfg.C_neg)
     kept = getattr(model, "memory_", None) if memory else None
     memory_rows, fresh_C = None, (cfg.C_pos, cfg.C_neg)
-    if kept is not None and replay is None and len(kept) == kept.seen:
+    if kept is not None and replay is None and len(kept) == kept.seen and whole_memory_refit:
         # every training row is remembered: refit on old + new, the node's full objective (as replay does)
         replay, warm = (kept.X, kept.Y), "dual"
         solver_kw.update(C_pos=cfg.C_pos, C_neg=cfg.C_neg)

@@ -44,7 +44,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, ClassVar, Optional
 
 import numpy as np
 import scipy.sparse as sp
@@ -109,6 +109,16 @@ class XRLinearConfig(LinearTreeParams):
                              " label made it the top-1 of 3,420 of 5,000 test titles). ~15 MB for 50,000 titles;"
                              " 0 keeps none.", minimum=0)
 
+    #: ``xmtc tune``'s default search space (``--param`` syntax, :mod:`xmtc.tuning.space`): the loss weights,
+    #: the n-grams and their document frequency, the tree's leaves, beam, number of trees, weight pruning and
+    #: solver tolerances, each around its default
+    TUNE_SPACE: ClassVar[tuple[str, ...]] = (
+        "C_pos=0.25..4:log", "C_neg=0.25..4:log", "ngram_max=1,2,3", "min_df=1,2,3,5", "sublinear_tf=true,false",
+        "max_leaf_size=25,50,100,200", "beam_size=5,10,20,40", "n_trees=1,2,3", "threshold=0.01..0.1:log",
+        "tol=0.05..0.5:log", "ensemble_tol=0.1..1:log")
+    #: ``fit`` takes the TF-IDF matrix of :meth:`tfidf` in place of the texts: ``xmtc tune`` caches it
+    TUNE_TFIDF_INPUT: ClassVar[bool] = True
+
     def tree_tol(self, n_trees: int) -> float:
         """The solver tolerance of each tree of an ``n_trees``-tree model."""
         return self.tol if n_trees == 1 else self.ensemble_tol
@@ -129,7 +139,7 @@ class XRLinear(XMCModel):
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, tree: Optional[LabelTree] = None, progress: bool = True,
-            linear_fit=None) -> "XRLinear":
+            linear_fit=None, keep_featurizer: bool = False) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
@@ -138,7 +148,8 @@ class XRLinear(XMCModel):
         another library's clustering) used instead of clustering PIFA; it needs ``n_trees=1``.
         ``linear_fit(X, Y, tree, **settings)`` replaces :meth:`HierarchicalLinearModel.fit` for the
         matcher and rankers, e.g. :func:`xmtc.distributed.ray_backend.linear_fit` (same model, trained
-        as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`.
+        as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`. ``keep_featurizer``: ``X`` is
+        sparse rows of :meth:`fit_featurizer`'s features, and the model keeps that featurizer for its texts.
         """
         cfg = self.config
         t0 = time.perf_counter()
@@ -146,7 +157,12 @@ class XRLinear(XMCModel):
             X = check_texts(X)
         # labels first: a mismatch should not wait for featurizing to finish
         Y, vocab = as_label_matrix(Y, labels, X.shape[0] if sp.issparse(X) else len(X))
-        X_feat = self._fit_features(X, cfg, progress)
+        if keep_featurizer:
+            if getattr(self, "featurizer_", None) is None or not sp.issparse(X):
+                raise ConfigError("keep_featurizer needs the sparse features of fit_featurizer(), called first")
+            X_feat = _check_features(X, self.featurizer_.n_features_)
+        else:
+            X_feat = self._fit_features(X, cfg, progress)
         self.calibration_ = None  # a calibration belongs to the weights it was fitted on
         self.labels_ = vocab
         self.label_counts_ = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
@@ -199,18 +215,24 @@ class XRLinear(XMCModel):
         return self
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
-              progress: bool = False) -> "XRLinear":
+              whole_memory_refit: bool = True, progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
         vocabulary and tree stay, new labels join the leaf cluster their documents are routed to, and only
         nodes whose training data changed are refitted, pulled toward their old weights with strength
         ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too; a label without a ranker so far
         is fitted against the remembered training rows (``memory=False``: on its new documents alone, for
-        comparison). See :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
+        comparison; ``whole_memory_refit=False``: the proximal update even when every training row is remembered).
+        See :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
         """
         from ...models.learning import learn_tree_model
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, memory=memory,
-                                progress=progress)
+                                whole_memory_refit=whole_memory_refit, progress=progress)
+
+    def fit_featurizer(self, texts: Any) -> sp.csr_matrix:
+        """Fit the TF-IDF featurizer on ``texts`` and return their features, for fits on rows of them
+        (``fit(rows, ..., keep_featurizer=True)``): ``xmtc train`` featurizes once for its two fits."""
+        return self._fit_features(check_texts(texts), self.config, False)
 
     def _fit_features(self, X: Any, cfg: XRLinearConfig, progress: bool) -> sp.csr_matrix:
         if sp.issparse(X):
