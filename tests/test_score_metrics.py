@@ -45,7 +45,7 @@ def test_f1_at_threshold_by_hand():
 
 def test_evaluate_reports_the_score_metrics():
     out = evaluate(Y, (IDX, SC), ks=(1, 2), scores=True, threshold=0.5)
-    assert list(out)[-4:] == ["coverage@P90", "coverage@P95", "ECE@2", "F1@T"]
+    assert list(out)[-5:] == ["coverage@P90", "coverage@P95", "ECE@2", "F1@T", "macro-F1@T"]
     # top-1: doc 0 (0.9, right), doc 1 (0.6, right): both acceptable at 100%
     assert out["coverage@P90"] == pytest.approx(100.0)
     assert out["ECE@2"] == pytest.approx(expected_calibration_error(SC.ravel(), [1, 0, 1, 0]))

@@ -125,7 +125,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     p.add_argument("-k", type=int, default=5, help="Largest k for the @k metrics (default: 5).")
     p.add_argument("--json", action="store_true", help="Print one JSON object with the metrics.")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
-    p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP + " Adds F1@T to the metrics.")
+    p.add_argument("--threshold", default=None, help=_THRESHOLD_HELP + " Adds F1@T and macro-F1@T to the metrics"
+                   " (without it, a model with per-label thresholds is measured at those).")
     p.add_argument("--raw-scores", action="store_true", help="Evaluate the uncalibrated scores (ECE@k, thresholds).")
     p.add_argument("--plot", default=None, metavar="PNG", help="Also draw P@k/PSP@k, precision by label-frequency"
                                                               " decile, label frequencies and score reliability"

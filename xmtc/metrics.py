@@ -17,6 +17,15 @@ denominator and a model is never rewarded for test rows it cannot be right about
   Wikipedia-like sets; Amazon sets use 0.6 / 2.6).
 - ``coverage@k``: the share of labels that occur in the test set that the model predicts correctly
   at least once in some top k (a rough view of how much of the label space it reaches).
+- ``F1@k`` / ``macro-F1@k`` (``f1=True``; :func:`f1_scores`): the top k of each document taken as its
+  predicted label set, i.e. the binary (n, L) matrix with a 1 for every suggested label: napkinXC's F1 at k.
+  Micro: ``2 TP / (2 TP + FP + FN)`` summed over all labels (FN counts every true label not suggested).
+  Macro: the mean over labels of each label's ``2 TP_l / (2 TP_l + FP_l + FN_l)``, over the labels that
+  occur in the test set or are suggested at least once. A label with neither has no F1 (0/0); leaving
+  it out, rather than counting it 0 or 1, keeps the figure independent of how many labels the model
+  knows but the test set never mentions. This is scikit-learn's ``f1_score(Y, P, average="macro",
+  labels=those labels)``, with any ``zero_division``; LibMultiLabel's Macro-F1 (0 for such labels, all L
+  columns) is this figure times the number of those labels over L.
 
 Predictions are ``(indices, scores)`` arrays of shape (n, k') with ``-1`` padding for missing
 entries; the ranking metrics use only the order of the columns. The score metrics (below) also read
@@ -32,7 +41,8 @@ the scores, which they take as probabilities in [0, 1] (what a calibrated model 
   Reported in percent like everything here: the ECE <= 0.05 bar is ``ECE@5 <= 5``.
 - ``F1@T`` (:func:`f1_at_threshold`): micro-averaged F1 of the suggestions among the top k whose
   score is >= T (one global T, or one per label): ``2 TP / (2 TP + FP + FN)``, FN counting every true
-  label not accepted, also those outside the top k.
+  label not accepted, also those outside the top k. ``macro-F1@T``: the macro average of the same
+  accepted suggestions, over labels as for ``macro-F1@k`` (LibMultiLabel reports F1 at a threshold).
 
 Per label (:func:`per_label_metrics`, ``xmtc evaluate --per-label``): for each label, its support (test
 documents that carry it), how often it is suggested, and P, R and F1 of those suggestions, the
@@ -50,7 +60,7 @@ import scipy.sparse as sp
 from .errors import ConfigError, DataFormatError
 
 __all__ = ["evaluate", "inverse_propensity", "hits_matrix", "coverage_at_precision", "expected_calibration_error",
-           "f1_at_threshold", "per_label_metrics"]
+           "f1_at_threshold", "f1_scores", "per_label_metrics"]
 
 
 def inverse_propensity(train_label_counts, n_train: int, a: float = 0.55, b: float = 1.5) -> np.ndarray:
@@ -178,8 +188,28 @@ def f1_at_threshold(Y_true, predictions, threshold) -> float:
     return 100.0 * 2 * tp / (2 * tp + fp + fn) if tp + fp + fn > 0 else 0.0
 
 
+def f1_scores(Y_true, indices) -> tuple[float, float]:
+    """Micro and macro F1 (percent) of the label sets ``indices`` (n, k), -1 padded, as the module doc defines
+    them for ``F1@k`` and ``macro-F1@k``: the binary matrix of the suggested labels against ``Y_true``."""
+    per = per_label_metrics(Y_true, indices)
+    tp, denom = per["tp"], per["support"] + per["predicted"]
+    present = denom > 0
+    if not present.any():
+        return 0.0, 0.0
+    micro = 200.0 * float(tp.sum()) / float(denom.sum())
+    return micro, float(np.mean(per["F1"][present]))
+
+
+def accepted(indices: np.ndarray, scores: np.ndarray, threshold) -> np.ndarray:
+    """``indices`` with -1 where the score is below the threshold (a number or one per label)."""
+    t = np.asarray(threshold, dtype=np.float64)
+    limit = t if t.ndim == 0 else t[np.clip(indices, 0, t.shape[0] - 1)]
+    return np.where((indices >= 0) & (scores >= limit), indices, -1)
+
+
 def score_metrics(Y_true, predictions, k: int, threshold=None) -> dict[str, float]:
-    """``coverage@P90``, ``coverage@P95``, ``ECE@k`` and, with a threshold, ``F1@T``; see the module doc."""
+    """``coverage@P90``, ``coverage@P95``, ``ECE@k`` and, with a threshold, ``F1@T`` and ``macro-F1@T``; see the
+    module doc."""
     Y, indices, scores, hits = _score_table(Y_true, predictions)
     top1 = np.where(indices[:, 0] >= 0, scores[:, 0], np.nan) if indices.shape[1] else np.full(Y.shape[0], np.nan)
     out = {"coverage@P90": coverage_at_precision(top1, hits[:, 0], 0.90),
@@ -188,22 +218,24 @@ def score_metrics(Y_true, predictions, k: int, threshold=None) -> dict[str, floa
     out[f"ECE@{k}"] = expected_calibration_error(scores[:, :k][valid], hits[:, :k][valid])
     if threshold is not None:
         out["F1@T"] = f1_at_threshold(Y, (indices[:, :k], scores[:, :k]), threshold)
+        out["macro-F1@T"] = f1_scores(Y, accepted(indices[:, :k], scores[:, :k], threshold))[1]
     return out
 
 
 def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_counts=None,
              n_train: int | None = None, *, propensity_a: float = 0.55, propensity_b: float = 1.5,
-             coverage: bool = False, scores: bool = False, threshold=None) -> dict[str, float]:
+             coverage: bool = False, scores: bool = False, threshold=None, f1: bool = False) -> dict[str, float]:
     """Metrics in percent for every k: ``P@k``, ``R@k``, ``nDCG@k``; ``PSP@k`` when the training label
-    counts (and ``n_train``) are given; ``coverage@k`` when ``coverage`` is true; with ``scores``
-    (predictions must then be ``(indices, scores)``), ``coverage@P90``, ``coverage@P95``, ``ECE@<max k>``
-    and, when ``threshold`` is given, ``F1@T`` over the top max(ks).
+    counts (and ``n_train``) are given; ``coverage@k`` when ``coverage`` is true; ``F1@k`` and
+    ``macro-F1@k`` when ``f1`` is true; with ``scores`` (predictions must then be ``(indices, scores)``),
+    ``coverage@P90``, ``coverage@P95``, ``ECE@<max k>`` and, when ``threshold`` is given, ``F1@T`` and
+    ``macro-F1@T`` over the top max(ks).
 
     ``Y_true`` is the (n, L) sparse label matrix (any non-zero is a true label); ``predictions`` is
     ``(indices, scores)`` or just ``indices``, shape (n, k'), -1 padded. Ranks past k' are misses: a model
     with fewer labels than k predicts no more than its labels, and P@k still divides by k. Nothing is
     allocated k wide, so a k of 10**12 costs what k' costs.
-    Keys come in the order P, R, nDCG, PSP, coverage, each for ascending k.
+    Keys come in the order P, R, nDCG, PSP, coverage, F1, macro-F1, each for ascending k.
     """
     ks = _check_ks(ks)
     indices = np.asarray(predictions[0] if isinstance(predictions, tuple) else predictions)
@@ -252,6 +284,10 @@ def evaluate(Y_true, predictions, ks: Sequence[int] = (1, 3, 5), train_label_cou
         for k in ks:
             found = np.unique(indices[:, :k][hits[:, :k]])
             out[f"coverage@{k}"] = 100.0 * found.size / n_present if n_present else 0.0
+    if f1:
+        pairs = {k: f1_scores(Y, indices[:, :k]) for k in ks}
+        out.update({f"F1@{k}": micro for k, (micro, _) in pairs.items()})
+        out.update({f"macro-F1@{k}": macro for k, (_, macro) in pairs.items()})
     if scores or threshold is not None:
         out.update(score_metrics(Y, predictions, max(ks), threshold))
     return out

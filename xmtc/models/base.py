@@ -154,16 +154,20 @@ def checked_k(k: Any, n_labels: int) -> int:
 def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: bool, threshold: Any = None,
                        topk: tuple[np.ndarray, np.ndarray] | None = None) -> dict:
     """Metrics of anything with ``predict_topk``, ``labels_``, ``label_counts_`` and ``n_train_``:
-    ranking metrics, ``coverage@P90/P95``, ``ECE@k`` and with a threshold ``F1@T`` (see :mod:`xmtc.metrics`).
+    ranking metrics, ``F1@k`` and ``macro-F1@k``, ``coverage@P90/P95``, ``ECE@k`` and, with a threshold,
+    ``F1@T`` and ``macro-F1@T`` (see :mod:`xmtc.metrics`). Without one, a model that holds per-label thresholds
+    (``xmtc calibrate --thresholds f1``) is measured at those: its calibrated thresholds.
     ``topk``: the predictions of ``X`` at ``max(ks)`` when the caller already has them."""
     from ..metrics import evaluate
 
     n = X.shape[0] if sp.issparse(X) else len(X)
     Y, _ = as_label_matrix(Y, predictor.labels_, n, unknown_labels="extend")
     threshold = resolve_threshold(predictor, threshold)
+    if threshold is None:
+        threshold = getattr(getattr(predictor, "calibration_", None), "thresholds", None)
     idx, scores = topk if topk is not None else predictor.predict_topk(X, max(ks), progress=progress)
     return evaluate(Y, (idx, scores), ks=tuple(ks), train_label_counts=predictor.label_counts_,
-                    n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold)
+                    n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold, f1=True)
 
 
 class XMCModel:
