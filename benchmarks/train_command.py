@@ -259,6 +259,7 @@ def run_timed(cmd: list[str], log_path: Path, timeout: float, *, stdout_path: Pa
                     break
                 chunks.append((time.perf_counter() - t0, data.decode("utf-8", "replace")))
                 log.write(data)
+                log.flush()  # the log can be watched while the child runs
 
     hwm = [0]
 
