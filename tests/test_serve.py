@@ -270,7 +270,7 @@ def test_batcher_slices_errors_and_drains():
 # -- pages and their API ---------------------------------------------------------------------------------
 def test_pages_and_static_files(client):
     page = client.get("/")
-    assert page.status_code == 200 and 'id="suggest-form"' in page.text and "/static/app.js" in page.text
+    assert page.status_code == 200 and 'id="suggest-form"' in page.text and '<script src="static/app.js">' in page.text
     assert 'id="documents"' in client.get("/label").text
     assert "suggestPage" in client.get("/static/app.js").text
     is_problem(client.get("/static/../manifest.json"), 404)

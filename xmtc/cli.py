@@ -182,10 +182,10 @@ def _method_has_valid_size(estimator_class, method: str) -> bool:
 
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
-    from .commands import calibrate, explain, info, labels, learn, split, tune
+    from .commands import calibrate, detect_language, explain, info, labels, learn, split, tune
     from .select import cli as select
     return {"explain": explain, "select": select, "calibrate": calibrate, "split": split, "labels": labels,
-            "info": info, "learn": learn, "tune": tune}
+            "info": info, "learn": learn, "tune": tune, "detect-language": detect_language}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -285,12 +285,14 @@ def _write_predictions(model, docs, args: argparse.Namespace) -> None:
     """One JSON object a line, in input order (see :func:`xmtc.models.records.prediction_records`)."""
     from .data.io import atomic_output
     from .models.base import apply_threshold, resolve_threshold
+    from .models.language import warn_foreign_texts
     from .models.records import prediction_records
 
     inputs = docs.texts if docs.texts is not None else docs.X
     threshold = resolve_threshold(model, getattr(args, "threshold", None))
     idx, scores = apply_threshold(*model.predict_topk(inputs, args.k, progress=not args.quiet), threshold)
     known = model.known_fraction(inputs) if hasattr(model, "known_fraction") else None
+    warn_foreign_texts(model, inputs, docs.lines)  # a text not in the model's --language: logged
     with atomic_output(args.output or "-") as out:  # a file appears whole or not at all; "-" is stdout
         for record in prediction_records(model.labels_, idx, scores, known, docs.lines, docs.ids):
             out.write(json.dumps(record, ensure_ascii=False))

@@ -12,26 +12,35 @@ suggestion (Annif keeps suggestions in a sparse matrix, where a zero is absent).
 Form-encoded ``suggest`` requests, the hot path, are answered by :mod:`xmtc.serve.fastpath` with
 the functions below, before FastAPI's routing; the route here serves multipart bodies and the docs.
 
+``POST /v1/detect-language`` is Annif's too (JSON ``{"text", "languages": [1-5 codes]}``, answered by
+:func:`xmtc.models.language.detect`, simplemma's detector as in Annif: ``{"results": [{"language": "en"
+or null for unknown, "score": share}, ...]}`` best first; an unsupported candidate is Annif's 400
+"unsupported candidate languages"); a form body (``text``, ``languages`` repeated or comma-separated)
+is read as well.
+
 What differs, on purpose: ``learn`` answers 403 unless the server runs with ``--allow-learn`` (Annif
-answers the same for a project not configured to learn; with it, :mod:`xmtc.serve.learn`),
-``detect-language`` is absent (404), and every
-project is its own vocabulary (``vocab_id`` = project id), and ``GET /v1/`` names xmtc and its
-version rather than Annif's.
+answers the same for a project not configured to learn; with it, :mod:`xmtc.serve.learn`), and it
+takes the server's bearer token when one is set (:mod:`xmtc.serve.auth`); every project is its own
+vocabulary (``vocab_id`` = project id), and ``GET /v1/`` names xmtc and its version rather than
+Annif's. A suggest result may carry keys Annif's clients ignore: ``warning`` (the text is mostly
+unknown to the model, or clearly in another language than the model's) and ``detected_language``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from typing import Optional
 from urllib.parse import parse_qsl, urlencode
 
 import numpy as np
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from .._version import __version__
 from ..errors import XmtcError
+from .auth import require_token
 from .batching import BatcherClosed
 from .problems import Problem
 from .registry import Project
@@ -150,7 +159,54 @@ async def suggest_texts(project: Project, texts: list[str], limit: int, threshol
             warning = reading_warning(share)
             if warning:
                 result["warning"] = warning
+    check = project.language_check()
+    if check is not None:  # the model was trained for one language (--language): is the text in it?
+        for result, text in zip(out, texts):
+            found = check.foreign(text)
+            if found:
+                result["warning"] = "; ".join(w for w in (result.get("warning"), check.message(found)) if w)
+                result["detected_language"] = found[0]
     return out
+
+
+DETECT_SCHEMA = {  # Annif's, from annif.yaml
+    "type": "object", "required": ["text", "languages"],
+    "properties": {
+        "text": {"type": "string", "description": "input text",
+                 "example": "A quick brown fox jumped over the lazy dog."},
+        "languages": {"type": "array", "description": "candidate languages as IETF BCP 47 codes",
+                      "items": {"type": "string", "maxLength": 3, "minLength": 2, "example": "en"},
+                      "minItems": 1, "maxItems": 5}}}
+
+
+def parse_detect_body(body: bytes, content_type: str) -> tuple[str, list[str]]:
+    """``(text, languages)`` of a detect-language request, checked as Annif's spec says (400 otherwise)."""
+    if content_type.startswith("application/x-www-form-urlencoded"):
+        data: object = {}
+        for key, value in parse_qsl(body.decode("utf-8", errors="replace"), keep_blank_values=True):
+            if key == "text":
+                data.setdefault("text", value)
+            elif key == "languages":
+                data.setdefault("languages", []).extend(c for c in value.split(",") if c)
+    else:
+        try:
+            data = json.loads(body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise Problem(400, f"request body is not valid JSON ({exc})") from None
+    if not isinstance(data, dict):
+        raise Problem(400, "the body must be an object with 'text' and 'languages'")
+    for key in ("text", "languages"):
+        if key not in data:
+            raise Problem(400, f"'{key}' is a required property")
+    text, langs = data["text"], data["languages"]
+    if not isinstance(text, str):
+        raise Problem(400, f"'text': {text!r} is not of type 'string'")
+    if not isinstance(langs, list) or not 1 <= len(langs) <= 5:
+        raise Problem(400, "'languages': must be a list of 1 to 5 language codes")
+    for code in langs:
+        if not isinstance(code, str) or not 2 <= len(code) <= 3:
+            raise Problem(400, f"'languages': {code!r} is not a language code of 2 or 3 letters")
+    return text, langs
 
 
 def make_router() -> APIRouter:
@@ -204,9 +260,24 @@ def make_router() -> APIRouter:
     async def show_project(request: Request, project_id: str):
         return project_or_404(request, project_id).dump()
 
+    @router.post("/detect-language", summary="detect the language of a text given a list of candidate languages",
+                 tags=["Language detection"], openapi_extra={"requestBody": {"required": True, "content": {
+                     "application/json": {"schema": DETECT_SCHEMA}}}})
+    async def detect_language(request: Request):
+        from ..models.language import detect
+
+        text, langs = parse_detect_body(await request.body(), request.headers.get("content-type", ""))
+        try:  # dictionaries load on first use (seconds): off the event loop
+            ranked = await asyncio.to_thread(detect, text, tuple(langs))
+        except ValueError:
+            raise Problem(400, "unsupported candidate languages", "Bad Request") from None
+        return {"results": [{"language": lang, "score": score} for lang, score in ranked]}
+
     @router.post("/projects/{project_id}/learn", status_code=204, tags=["Learning from feedback"],
+                 dependencies=[Depends(require_token)],
                  summary="learn from manually indexed documents (with `xmtc serve --allow-learn`; else 403,"
-                         " as Annif answers a project not configured to learn)")
+                         " as Annif answers a project not configured to learn; with the server's bearer token"
+                         " when it has one)")
     async def learn(request: Request, project_id: str):
         project = project_or_404(request, project_id)
         if not getattr(request.app.state, "allow_learn", False):

@@ -2,7 +2,9 @@
 
 The options besides the model folders are generated from :class:`~xmtc.serve.config.ServeConfig`.
 Every model folder is checked (manifest, format version) before the server binds its port, so a
-typo ends in one ``xmtc: error:`` line rather than a worker crash loop.
+typo ends in one ``xmtc: error:`` line rather than a worker crash loop. So are the token, the root
+path and the language-check languages; and a write endpoint (``--allow-learn``, ``--label-output``)
+on a non-loopback ``--host`` without a token is refused (:func:`xmtc.serve.auth.check_exposure`).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def add_parser(sub) -> argparse.ArgumentParser:
     p.add_argument("--allow-learn", action="store_true",
                    help="Accept POST /v1/projects/ID/learn (Annif's learn endpoint): the project's model learns"
                         " the documents as `xmtc learn` does, its folder is rewritten atomically and the new model"
-                        " is served. Off by default; needs --workers 1.")
+                        " is served. Off by default; needs --workers 1, and the bearer token when one is set"
+                        " (--token-file or XMTC_TOKEN), which a non-loopback --host requires.")
     add_config_arguments(p, _config_class(), title="server settings")
     return p
 
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     import uvicorn
 
     from ..models.storage import ModelReader
-    from .app import ENV_SPEC, create_app, spec_to_env
+    from .app import ENV_SPEC, create_app, language_candidates, normalize_root_path, spec_to_env
+    from .auth import check_exposure, read_token
     from .registry import project_specs
 
     cfg = config_from_args(_config_class(), args)
@@ -60,6 +64,12 @@ def run(args: argparse.Namespace) -> int:
     if allow_learn and cfg.workers > 1:
         raise ConfigError("--allow-learn needs --workers 1: other worker processes would keep serving the old"
                           " model after a learn")
+    root = normalize_root_path(cfg.root_path)
+    language_candidates(cfg.language_check)
+    token = read_token(cfg.token_file)
+    writes = [name for name, on in (("--allow-learn", allow_learn),
+                                    ("the /label page's saves (--label-output)", bool(cfg.label_output))) if on]
+    check_exposure(cfg.host, writes, token)
     for spec in specs.values():
         for folder in [spec] if isinstance(spec, str) else spec:
             ModelReader(folder)  # missing/corrupt folder or foreign format: one-line error before binding
@@ -67,8 +77,9 @@ def run(args: argparse.Namespace) -> int:
     common = dict(host=cfg.host, port=cfg.port, log_level=level, access_log=False,
                   timeout_graceful_shutdown=30)
     if cfg.workers == 1:
-        app = create_app(specs, cfg, allow_learn=allow_learn)
-        log.info("serving %s on http://%s:%d/ (API docs at /docs)", ", ".join(specs), cfg.host, cfg.port)
+        app = create_app(specs, cfg, allow_learn=allow_learn, token=token)
+        log.info("serving %s on http://%s:%d%s/ (API docs at %s/docs)", ", ".join(specs), cfg.host, cfg.port,
+                 root, root)
         uvicorn.run(app, **common)
     else:
         os.environ[ENV_SPEC] = spec_to_env(specs, cfg)

@@ -1,7 +1,7 @@
 """The settings of ``xmtc serve``, declared once: the CLI options are generated from this dataclass.
 
 Why these knobs: the server binds to loopback unless told otherwise (a model server is an internal
-service; exposing it is a decision), request bodies are bounded (a 10 MB paste must get a 413, not
+service; exposing it is a decision, and its write endpoints then need a token: :mod:`xmtc.serve.auth`), request bodies are bounded (a 10 MB paste must get a 413, not
 an out-of-memory worker), and the micro-batching window is a trade of a lone request's latency
 against throughput under load (see :mod:`xmtc.serve.batching` for the figures).
 """
@@ -39,6 +39,17 @@ class ServeConfig:
                                       " labelling on the /label page.")
     label_output: Optional[str] = param(None, "JSONL file the /label page appends {\"text\", \"labels\"}"
                                         " lines to (the format `xmtc train` reads).")
+    token_file: Optional[str] = param(None, "File whose first line is the bearer token that the write endpoints"
+                                      " (learn, the /label page's saves) require; without it the XMTC_TOKEN"
+                                      " environment variable, and without either they are open, which only a"
+                                      " loopback --host allows. Read endpoints never need it.")
+    root_path: str = param("", "Path prefix the server is reached under behind a reverse proxy (e.g. /xmtc): the"
+                           " pages' links, the API docs and the API then work under it, whether the proxy strips"
+                           " the prefix or passes it on.")
+    language_check: str = param("en,fi,sv,de,fr", "Languages (simplemma codes) each suggest text is checked"
+                                " against when its project's model was trained with --language: a text clearly in"
+                                " another one gets a 'warning' and 'detected_language' in its result; none = no"
+                                " check.")
     select_strategy: Optional[str] = param(None, "Active-learning strategy that orders the pool on the"
                                            " /label page (see `xmtc select`; none = its default).",
                                            choices=(None, "uncertainty", "label-coverage", "diversity",

@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 import logging
 
+from starlette._utils import get_route_path
+
 from .api import check_language, parse_suggest_form, suggest_texts
 from .problems import PROBLEM, Problem, problem_bytes
 
@@ -32,7 +34,7 @@ class SuggestFastPath:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
-        path = scope["path"]
+        path = get_route_path(scope)  # without the root path (--root-path), whether the proxy kept it or not
         if not (path.startswith(_PREFIX) and path.endswith(_SUFFIX)) or "/" in path[len(_PREFIX):-len(_SUFFIX)]:
             return await self.app(scope, receive, send)
         for key, value in scope.get("headers") or ():

@@ -5,12 +5,17 @@
 shows a result. ``/label``: active learning: the next pool documents to label (ordered by
 ``xmtc.select`` where it is installed, else in pool order, which the page says), each with the
 model's suggestions to accept, remove or extend; saving appends ``{"text", "labels"}`` to a JSONL
-file, the format ``xmtc train`` reads. Plain HTML and a little JavaScript from the package: no build.
+file, the format ``xmtc train`` reads; when the server has a token (:mod:`.auth`) a save needs it, and
+the page asks for it once per browser tab. Plain HTML and a little JavaScript from the package: no build.
+
+Every URL in the pages and their script is relative to a ``<base href>`` the server fills in with its
+root path, so the pages work behind a reverse proxy under a prefix (``xmtc serve --root-path /xmtc``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import html
 import json
 import logging
 import os
@@ -18,12 +23,13 @@ import threading
 from importlib import resources
 from typing import Optional
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response
 from pydantic import BaseModel, Field
 
 from ..errors import XmtcError
 from .api import kept, project_or_404, topk_rows
+from .auth import require_token
 from .problems import Problem
 from .registry import Project
 
@@ -34,6 +40,12 @@ _STATIC = {"app.js": "text/javascript; charset=utf-8", "style.css": "text/css; c
 
 def _static(name: str) -> str:
     return resources.files("xmtc.serve").joinpath("static", name).read_text(encoding="utf-8")
+
+
+def page(name: str, request: Request) -> str:
+    """A page with its ``<base href>`` set to the server's root path (see the module doc)."""
+    root = request.scope.get("root_path", "") or ""
+    return _static(name).replace('<base href="/">', f'<base href="{html.escape(root.rstrip("/"))}/">', 1)
 
 
 class ExplainRequest(BaseModel):
@@ -135,12 +147,12 @@ def make_pages() -> APIRouter:
     router = APIRouter()
 
     @router.get("/", response_class=HTMLResponse, include_in_schema=False)
-    async def index():
-        return HTMLResponse(_static("index.html"))
+    async def index(request: Request):
+        return HTMLResponse(page("index.html", request))
 
     @router.get("/label", response_class=HTMLResponse, include_in_schema=False)
-    async def label_page():
-        return HTMLResponse(_static("label.html"))
+    async def label_page(request: Request):
+        return HTMLResponse(page("label.html", request))
 
     @router.get("/static/{name}", include_in_schema=False)
     async def static(name: str):
@@ -223,7 +235,9 @@ def make_pages() -> APIRouter:
                 "documents": docs}
 
     @router.post("/ui/api/projects/{project_id}/labelled", tags=["Web pages"],
-                 summary="append one labelled document to the JSONL output file")
+                 dependencies=[Depends(require_token)],
+                 summary="append one labelled document to the JSONL output file (with the server's bearer"
+                         " token when it has one)")
     async def ui_labelled(request: Request, project_id: str, body: LabelledDocument):
         project_or_404(request, project_id)
         labels = [lab.strip() for lab in body.labels]

@@ -1,6 +1,7 @@
 """Errors as RFC 7807 ``application/problem+json``, the way Annif's API (Connexion) reports them.
 
 Every failure a client can cause is a 4xx with ``type``, ``title``, ``status`` and ``detail``:
+401 / 403 for a write endpoint's missing / wrong bearer token (:mod:`.auth`),
 400 for a request that does not match the API (missing text, ``limit=-1``, malformed JSON, more than
 32 documents; Annif's Connexion answers these with 400, not FastAPI's usual 422, and so do we), 404
 for an unknown project or path, 405 for a wrong method, 413 for a body over the limit, 415 for a
@@ -22,19 +23,20 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 log = logging.getLogger(__name__)
 
 PROBLEM = "application/problem+json"
-_TITLES = {400: "Bad Request", 403: "Forbidden", 404: "Not Found", 405: "Method Not Allowed",
-           413: "Payload Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
+_TITLES = {400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+           405: "Method Not Allowed", 413: "Payload Too Large", 415: "Unsupported Media Type", 422: "Unprocessable Entity",
            500: "Internal Server Error", 503: "Service Unavailable"}
 
 
 class Problem(Exception):
     """Raise anywhere in a request to answer with this problem."""
 
-    def __init__(self, status: int, detail: str, title: str | None = None):
+    def __init__(self, status: int, detail: str, title: str | None = None, headers: dict | None = None):
         super().__init__(detail)
         self.status = status
         self.title = title or _TITLES.get(status, "Error")
         self.detail = detail
+        self.headers = headers
 
 
 def problem_response(status: int, detail: str, title: str | None = None,
@@ -67,7 +69,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, exc: Problem):
-        return problem_response(exc.status, exc.detail, exc.title)
+        return problem_response(exc.status, exc.detail, exc.title, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, exc: RequestValidationError):

@@ -91,6 +91,9 @@ class Project:
     language: str = "en"
     modified: _dt.datetime | None = None
     batcher: Any = field(default=None, repr=False)
+    check_languages: tuple[str, ...] | None = None  # --language-check's candidates; None = no check
+    _check: Any = field(default=None, repr=False)
+    _checked_model: Any = field(default=None, repr=False)
 
     @classmethod
     def load(cls, project_id: str, folder: str | Sequence[str], language: str = "en",
@@ -117,6 +120,24 @@ class Project:
             self.model.predict_topk(["warm up"], 1)
         except XmtcError as exc:  # e.g. a model of precomputed features: its requests get a 503
             log.warning("project %s cannot score text: %s", self.project_id, exc)
+        check = self.language_check()
+        if check is not None:  # simplemma's dictionaries: seconds to load, not on a user's request
+            check.detector.load()
+
+    def language_check(self):
+        """The :class:`~xmtc.models.language.LanguageCheck` of the served model's language (it may change with
+        a reload), or None: no candidates, or a model trained without ``--language``."""
+        if not self.check_languages:
+            return None
+        model = self.model
+        if self._checked_model is not model:  # a new model (learn, reload): its language may differ
+            from ..models.language import LanguageCheck, model_language
+
+            lang = model_language(model)
+            if self._check is None or self._check.language != lang:
+                self._check = LanguageCheck.for_model(model, self.check_languages) if lang else None
+            self._checked_model = model
+        return self._check
 
     @property
     def n_labels(self) -> int:

@@ -1,4 +1,5 @@
-// xmtc web pages: plain JavaScript, no build step. Talks to /v1 (Annif-compatible) and /ui/api.
+// xmtc web pages: plain JavaScript, no build step. Talks to v1/ (Annif-compatible) and ui/api/.
+// Every URL is relative: the page's <base href> is the server's root path (xmtc serve --root-path).
 "use strict";
 const xmtc = (() => {
   const $ = (id) => document.getElementById(id);
@@ -16,8 +17,25 @@ const xmtc = (() => {
     if (!resp.ok) throw new Error(body.detail || `${resp.status} ${resp.statusText}`);
     return body;
   }
+  // A write (a save): sends the bearer token kept for this tab; a 401/403 asks for it once and retries.
+  async function write(url, options) {
+    const withToken = () => {
+      const token = sessionStorage.getItem("xmtc-token");
+      const headers = Object.assign({}, options.headers, token ? {Authorization: `Bearer ${token}`} : {});
+      return fetch(url, Object.assign({}, options, {headers}));
+    };
+    let resp = await withToken();
+    if (resp.status === 401 || resp.status === 403) {
+      const token = window.prompt(resp.status === 401 ? "This server needs a token to save. Token:"
+                                                      : "That token was refused. Token:");
+      if (token) { sessionStorage.setItem("xmtc-token", token.trim()); resp = await withToken(); }
+    }
+    const body = await resp.json().catch(() => ({}));
+    if (!resp.ok) throw new Error(body.detail || `${resp.status} ${resp.statusText}`);
+    return body;
+  }
   async function fillProjects(select, wanted) {
-    const {projects} = await json("/ui/api/projects");
+    const {projects} = await json("ui/api/projects");
     for (const p of projects) select.append(el("option", {value: p.project_id, text: `${p.project_id} (${p.method}, ${p.n_labels} labels)`}));
     if (wanted && projects.some((p) => p.project_id === wanted)) select.value = wanted;
     return Object.fromEntries(projects.map((p) => [p.project_id, p]));
@@ -53,13 +71,13 @@ const xmtc = (() => {
       const t0 = performance.now();
       try {
         const body = new URLSearchParams({text, limit});
-        const {results} = await json(`/v1/projects/${encodeURIComponent(project)}/suggest`, {method: "POST", body});
+        const {results} = await json(`v1/projects/${encodeURIComponent(project)}/suggest`, {method: "POST", body});
         const list = $("results");
         list.replaceChildren(...results.map((r) => el("li", {"data-uri": r.uri}, labelRow(r))));
         $("status").textContent = results.length ? `${results.length} labels in ${(performance.now() - t0).toFixed(0)} ms`
                                                   : "no labels above zero for this text";
         if (projects[project] && projects[project].explain && results.length) {
-          const ex = await json(`/ui/api/projects/${encodeURIComponent(project)}/explain`, {
+          const ex = await json(`ui/api/projects/${encodeURIComponent(project)}/explain`, {
             method: "POST", headers: {"Content-Type": "application/json"},
             body: JSON.stringify({text, limit: Math.min(results.length, 100)})});
           const byUri = Object.fromEntries(ex.results.map((r) => [r.uri, r.terms]));
@@ -86,7 +104,7 @@ const xmtc = (() => {
       project = $("project").value;
       $("status").textContent = "choosing documents...";
       try {
-        const data = await json(`/ui/api/projects/${encodeURIComponent(project)}/next?n=5`);
+        const data = await json(`ui/api/projects/${encodeURIComponent(project)}/next?n=5`);
         $("documents").replaceChildren(...data.documents.map(docCard));
         $("status").textContent = `${data.remaining} documents left to label; order: ${data.strategy}`;
       } catch (err) {
@@ -119,7 +137,7 @@ const xmtc = (() => {
       save.addEventListener("click", async () => {
         const labels = [...choices.querySelectorAll("input:checked")].map((c) => c.value);
         try {
-          const res = await json(`/ui/api/projects/${encodeURIComponent(project)}/labelled`, {
+          const res = await write(`ui/api/projects/${encodeURIComponent(project)}/labelled`, {
             method: "POST", headers: {"Content-Type": "application/json"},
             body: JSON.stringify({text: doc.text, labels, pool_index: doc.pool_index})});
           box.classList.add("saved");
@@ -135,7 +153,7 @@ const xmtc = (() => {
     const known = new Map();
     async function searchLabels(q) {
       if (q.length < 2) return;
-      const {labels} = await json(`/ui/api/projects/${encodeURIComponent(project)}/labels?q=${encodeURIComponent(q)}`);
+      const {labels} = await json(`ui/api/projects/${encodeURIComponent(project)}/labels?q=${encodeURIComponent(q)}`);
       const list = $("label-options");
       list.replaceChildren(...labels.map((l) => { known.set(l.label, l.id); return el("option", {value: l.label, text: l.id}); }));
     }
