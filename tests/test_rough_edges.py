@@ -222,3 +222,30 @@ def test_kernels_found_in_the_cache_are_not_announced():
 
     assert cached_share({"a": Dispatcher(__file__), "b": Dispatcher(__file__ + ".missing"), "c": 3}) == 0.5
     assert cached_share({"c": 3}) == 1.0
+
+
+def test_an_empty_input_predicts_nothing(model_dir, tmp_path, capsys):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("", encoding="utf-8")
+    assert main(["predict", str(model_dir), str(empty), "-q"]) == 0
+    assert main(["ensemble", str(model_dir), str(model_dir), "--input", str(empty), "-q"]) == 0
+    assert capsys.readouterr().out == ""
+    model = xmtc.load(model_dir)
+    assert model.predict([]) == []
+    idx, scores = model.predict_topk([], 3)
+    assert idx.shape == scores.shape == (0, 3)
+
+
+def test_a_title_given_for_a_file_says_how_to_give_a_text(model_dir, capsys):
+    assert main(["predict", str(model_dir), "history of finland", "-q"]) == 2
+    assert "echo 'TEXT' | xmtc predict MODEL -" in one_line_error(capsys)
+    assert main(["predict", str(model_dir), "missing.txt", "-q"]) == 2
+    assert one_line_error(capsys) == "xmtc: error: missing.txt: file not found"
+
+
+def test_evaluating_on_labels_the_model_does_not_know_says_so(model_dir, tmp_path, capsys):
+    other = tmp_path / "other.txt"
+    other.write_text("x1\ta history of finland\nx2,x3\tbirds of lapland\n", encoding="utf-8")
+    assert main(["evaluate", str(model_dir), str(other), "-q"]) == 0
+    err = capsys.readouterr().err
+    assert "none of its 3 label occurrences is a label of the model" in err and "every metric will be 0" in err

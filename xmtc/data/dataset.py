@@ -14,6 +14,7 @@ model never saw is handled as the caller says (``unknown_labels``):
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +28,8 @@ from . import formats
 from .io import format_from_name, guess_format, open_source
 from .labels import LabelVocab
 from .text_limit import bound_texts
+
+log = logging.getLogger(__name__)
 
 UNKNOWN_LABELS = ("error", "ignore", "extend")
 
@@ -218,7 +221,22 @@ def _label_columns(raw: formats.RawDocuments, path, labels: LabelVocab | None, u
             # XC ids are column numbers: keep them (numeric order, unused ids included), as npz does
             labels = LabelVocab([str(j) for j in range(raw.n_labels)])
         Y, vocab = label_matrix(raw.labels, labels, unknown_labels=unknown_labels, path=path, lines=raw.lines)
+    if labels is not None and unknown_labels == "extend" and len(vocab) > len(labels):
+        _warn_unknown(path, Y, len(labels))
     return Y, vocab
+
+
+def _warn_unknown(path, Y: sp.csr_matrix, n_known: int) -> None:
+    """Say how many label occurrences of an evaluation file the model cannot predict (they count as misses);
+    when it is every one of them, the file and the model do not share a vocabulary, and every metric is 0."""
+    unknown = int(np.count_nonzero(Y.indices >= n_known))
+    distinct = len(np.unique(Y.indices[Y.indices >= n_known]))
+    if unknown == Y.nnz:
+        log.warning("%s: none of its %d label occurrences is a label of the model (%d distinct labels): every"
+                    " metric will be 0; are the file and the model from the same vocabulary?", path, Y.nnz, distinct)
+    else:
+        log.info("%s: %d of %d label occurrences (%d distinct labels) are not labels of the model; they count as"
+                 " misses", path, unknown, Y.nnz, distinct)
 
 
 def read_inputs(path: str | os.PathLike, fmt: str | None = None):

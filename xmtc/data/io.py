@@ -109,7 +109,10 @@ class Source:
         else:
             p = Path(path)
             if not os.path.exists(p):
-                raise DataFormatError(p, None, "file not found")
+                # a title typed where a file goes: say how to give a text itself
+                hint = (" (this names a file of texts; to give a text itself, pipe it in: echo 'TEXT' | xmtc"
+                        " predict MODEL -)") if " " in p.name and not p.suffix else ""
+                raise DataFormatError(p, None, f"file not found{hint}")
             if p.is_dir():
                 raise DataFormatError(p, None, "is a folder, expected a data file")
             try:

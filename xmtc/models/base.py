@@ -242,6 +242,9 @@ class XMCModel:
         if isinstance(X, (str, bytes)):
             raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
         n = X.shape[0] if sp.issparse(X) else len(X)
+        if n == 0:
+            from .topk import empty_topk
+            return empty_topk(int(k))
         k_ask = self._candidates(int(k))
         if n <= batch_size:
             return self._topk_batch(X, k_ask, int(k))

@@ -19,6 +19,11 @@ def apply_threshold(idx: np.ndarray, scores: np.ndarray, threshold) -> tuple[np.
             np.where(keep, np.take_along_axis(scores, order, axis=1), 0).astype(scores.dtype))
 
 
+def empty_topk(k: int) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k arrays of no input at all (an empty file, ``predict([])``): shape (0, k)."""
+    return np.full((0, k), -1, dtype=np.int32), np.zeros((0, k), dtype=np.float32)
+
+
 def drop_unreadable(idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None
                     ) -> tuple[np.ndarray, np.ndarray]:
     """No suggestion (-1 / 0) for a text that is blank, or of which no word is in the model's vocabulary
