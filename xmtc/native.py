@@ -69,7 +69,9 @@ def ptr(a: np.ndarray, dtype) -> int:
         raise TypeError(f"kernel argument must be a C-contiguous {np.dtype(dtype)} array, got "
                         f"{getattr(a, 'dtype', type(a).__name__)}"
                         f"{'' if getattr(a, 'flags', None) is None or a.flags.c_contiguous else ' (not contiguous)'}")
-    return a.ctypes.data
+    if a.flags.writeable and a.nbytes:  # through the buffer protocol: a third of ``a.ctypes.data``'s ~1.4 us
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data  # read-only (memory-mapped) or empty
 
 
 def check(status: int, what: str) -> None:

@@ -71,6 +71,7 @@ _LEGACY_DEFAULTS = {"analyzer": "simple", "stop_words": None}
 _NORM_CODES = {None: 0, "l1": 1, "l2": 2}
 # Below this many characters per call the regex tokeniser beats the scanner's fixed costs.
 _SMALL_INPUT_CHARS = 4096
+_KEEP_TOKENS = 8192  # texts of a batch whose tokens are kept for the next call (XMCModel.predict_topk's batch)
 
 _AT_MOST_SPACE = re.compile(r"[\x00- ]")
 
@@ -86,6 +87,9 @@ class TfidfFeaturizer:
     see :mod:`xmtc.features.analyzers`); ``stop_words`` is None, a list of words, or a language whose
     stop-word list is used ("en", "english", ...). Stop words are removed before n-grams form.
     """
+
+    #: (texts, unigram ids, doc_ptr) of the last tokenized batch, for the next call on the same texts (_unigrams)
+    _last_tokens: tuple | None = None
 
     def __init__(self, ngram_range=(1, 2), min_df=2, max_df=1.0, max_features=None, sublinear_tf=True,
                  lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN, analyzer="simple",
@@ -302,6 +306,7 @@ class TfidfFeaturizer:
         self._analyzer = analyzer
         self._stop_list = sorted(analyzer.stop_words) if analyzer is not None and analyzer.stop_words else None
         self._names = None
+        self._last_tokens = None
 
     def _rows(self, featpos: np.ndarray, doc_ptr: np.ndarray) -> sp.csr_matrix:
         _, _, _, _, sublinear, norm = self._frozen
@@ -315,12 +320,23 @@ class TfidfFeaturizer:
 
     def _unigrams(self, texts: list) -> tuple[np.ndarray, np.ndarray]:
         """Each token of ``texts`` as its unigram's trie index (-1: not in the vocabulary), and where
-        each text's tokens start (``doc_ptr``)."""
+        each text's tokens start (``doc_ptr``).
+
+        A prediction asks for the same texts twice, their :meth:`known_fraction` and their :meth:`transform`:
+        the tokens of a batch of at most :data:`_KEEP_TOKENS` texts are kept for the next call, which takes
+        them if its texts are equal, so each text is tokenized once."""
+        last = self._last_tokens  # one read: another thread may replace it meanwhile
+        if last is not None and last[0] == texts:
+            self._last_tokens = None
+            return last[1], last[2]
         _, _, pattern, lowercase, _, _ = self._frozen
         tok, doc_ptr, strings = self._tokenize(texts, pattern, lowercase, self._analyzer)
         get = self._uni_index.get
         remap = np.array([get(s, -1) for s in strings], dtype=np.int32)
-        return (remap[tok] if len(tok) else tok), doc_ptr
+        uni = remap[tok] if len(tok) else tok
+        # a copy of the list: the caller may change its own before the next call
+        self._last_tokens = (list(texts), uni, doc_ptr) if len(texts) <= _KEEP_TOKENS else None
+        return uni, doc_ptr
 
     def known_fraction(self, texts: Sequence[str]) -> np.ndarray:
         """Per text, the share of its tokens that are words of the vocabulary (0 for a text without

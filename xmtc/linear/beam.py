@@ -130,6 +130,18 @@ class BeamLevel:
         return cls(n_features=d, bias=bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat, seg=seg, ent=ent,
                    bias_w=_bias_row(indptr, indices, data, d))
 
+    def pointers(self) -> tuple[int, ...]:
+        """Addresses of ``child_ptr, child_ids, feat, seg, ent, bias_w`` for the beam kernel, checked once and kept
+        while the level holds the same arrays (a one-text prediction asked for them at every level, ~1.5 us each
+        for memory-mapped arrays)."""
+        arrays = (self.child_ptr, self.child_ids, self.feat, self.seg, self.ent, self.bias_w)
+        kept = self.__dict__.get("_pointers")
+        if kept is None or any(a is not b for a, b in zip(kept[0], arrays)):
+            kept = self._pointers = (arrays, (ptr(self.child_ptr, np.int64), ptr(self.child_ids, np.int32),
+                                              ptr(self.feat, np.int64), ptr(self.seg, np.int32), ptr(self.ent, ENTRY),
+                                              ptr(self.bias_w, np.float32)))
+        return kept[1]
+
     @property
     def n_nodes(self) -> int:
         return int(self.child_ids.shape[0])
@@ -225,9 +237,8 @@ def beam_step(X: sp.csr_matrix, level: BeamLevel, beam_ids: np.ndarray, beam_sco
     x_indices = X.indices.astype(np.int32, copy=False)
     native.check(native.lib().xmtc_beam_step(
         n, ptr(x_indptr, np.int64), ptr(x_indices, np.int32), ptr(X.data, np.float32), ptr(beam_ids, np.int32),
-        ptr(beam_scores, np.float32), beam_ids.shape[1], ptr(level.child_ptr, np.int64),
-        ptr(level.child_ids, np.int32), ptr(level.feat, np.int64), ptr(level.seg, np.int32), ptr(level.ent, ENTRY),
-        ptr(level.bias_w, np.float32), level.bias, level.max_children, code, ptr(out_ids, np.int32),
+        ptr(beam_scores, np.float32), beam_ids.shape[1], *level.pointers(), level.bias, level.max_children, code,
+        ptr(out_ids, np.int32),
         ptr(out_sc, np.float32), keep, threads), "beam search")
     return out_ids, out_sc
 

@@ -19,7 +19,9 @@ fairly with trained ones:
   of label occurrences on labels without documents, split evenly among the routed labels
   (:mod:`xmtc.models.route_prior`). A learned label leaves the route with its share
   (:meth:`LabelRoute.remove`); a label added by text takes a share of the same mass.
-* **prediction**: the model's calibrated top-k and the route's top-k over its labels are merged by score
+* **prediction**: the route's cosines come from an inverted index of the label texts' n-grams
+  (:mod:`xmtc.models.route_kernels`), so a text costs the postings of its own n-grams, not a product with
+  every label text; the model's calibrated top-k and the route's top-k over its labels are merged by score
   (a label in both keeps the higher score), so a text-only label enters the top-k only where its
   probability beats the model's own suggestions there, and does not push better-evidenced ones out.
 * **which labels**: every label of the vocabulary with a text and no training document, those of
@@ -43,28 +45,15 @@ from .route_prior import prior_ratio, unseen_mass
 log = logging.getLogger(__name__)
 
 MAP_TOP = 10  # seen labels per validation text the map is fitted on
-_CHUNK = 2048  # texts scored at a time (a chunk's cosines to every route label are dense)
 
 
-def _top_cosines(X: sp.csr_matrix, M: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per row of ``X`` the ``k`` rows of ``M`` with the largest inner product: (positions, values), best first;
-    positions -1 where fewer than ``k`` have a positive product."""
-    n, m = X.shape[0], M.shape[0]
-    k_eff = min(k, m)
-    pos = np.full((n, k), -1, dtype=np.int64)
-    val = np.zeros((n, k), dtype=np.float32)
-    if m == 0 or n == 0:
-        return pos, val
-    Mt = sp.csr_matrix(M.T)
-    for s in range(0, n, _CHUNK):
-        S = (X[s:s + _CHUNK] @ Mt).toarray()
-        part = np.argpartition(-S, k_eff - 1, axis=1)[:, :k_eff] if k_eff < m else np.tile(np.arange(m), (len(S), 1))
-        v = np.take_along_axis(S, part, 1)
-        order = np.argsort(-v, axis=1, kind="stable")
-        part, v = np.take_along_axis(part, order, 1), np.take_along_axis(v, order, 1)
-        pos[s:s + len(S), :k_eff] = np.where(v > 0, part, -1)
-        val[s:s + len(S), :k_eff] = np.maximum(v, 0)
-    return pos, val
+def _top_cosines(X, M: sp.csr_matrix, k: int, index=None) -> tuple[np.ndarray, np.ndarray]:
+    """Per row of ``X`` (CSR, or its arrays: :func:`~xmtc.models.route_kernels.top_rows`) the ``k`` rows of ``M`` with the largest inner product: (positions, values), best first,
+    ties to the lower row; positions -1 where fewer than ``k`` have a positive product. ``index``: ``M``'s
+    inverted index (:func:`~xmtc.models.route_kernels.inverted`) where the caller keeps one."""
+    from .route_kernels import inverted, top_rows
+
+    return top_rows(X, inverted(M) if index is None else index, M.shape[0], k)
 
 
 def merge_topk(ia: np.ndarray, sa: np.ndarray, ib: np.ndarray, sb: np.ndarray, k: int
@@ -105,6 +94,7 @@ class LabelRoute:
         self.own_featurizer = own_featurizer
         self.unseen_mass = unseen_mass  # m of the module doc; None (a route saved before it): no prior shift
         self.seen_labels = int(seen_labels)
+        self._index = (None, None)  # (the M it was built from, M's inverted index): built at the first prediction
 
     def __len__(self) -> int:
         return int(self.label_ids.shape[0])
@@ -191,7 +181,14 @@ class LabelRoute:
 
     def topk(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` routed labels of each text: (global ids -1 padded, probabilities)."""
-        pos, val = _top_cosines(self.featurizer.transform(texts), self.M, k)
+        M, index = self._index
+        if M is not self.M:  # first prediction, or labels added or removed since
+            from .route_kernels import inverted
+
+            M, index = self.M, inverted(self.M)
+            self._index = (M, index)
+        rows = getattr(self.featurizer, "rows", None)  # CSR arrays without a matrix object's set-up
+        pos, val = _top_cosines(rows(texts) if rows else self.featurizer.transform(texts), M, k, index)
         ids = np.where(pos >= 0, self.label_ids[np.maximum(pos, 0)] if len(self) else -1, -1)
         return ids.astype(np.int32), np.where(pos >= 0, self.probabilities(val), 0.0).astype(np.float32)
 
