@@ -138,6 +138,9 @@ def test_tree_averaging_on_the_arrays_equals_the_sparse_sum():
         fast = average_topk(parts, L, k, weights)
         sparse = average_topk(parts, L, k, weights, known=[np.ones(L, bool)] * m)  # the scipy path
         assert np.array_equal(fast[0], sparse[0]) and np.array_equal(fast[1], sparse[1])
+    none = (np.zeros((0, 4), np.int32), np.zeros((0, 4), np.float32))  # no text at all
+    for got in (average_topk([none, none], 9, 3), average_topk([none, none], 9, 3, known=[np.ones(9, bool)] * 2)):
+        assert got[0].shape == (0, 3) and got[1].shape == (0, 3)
 
 
 def test_kernel_addresses_are_the_arrays_and_a_level_notices_a_new_array():

@@ -122,9 +122,8 @@ def _summed_topk(parts: list[tuple[np.ndarray, np.ndarray]], scales: list, k: in
     members a sum of 0 is no entry, as scipy's sparse sum drops it), for a cost in proportion to the entries
     rather than scipy's per-matrix set-up, which was most of a one-text prediction's averaging."""
     n = parts[0][0].shape[0]
-    ids = np.concatenate([np.asarray(i, dtype=np.int64).reshape(n, -1) for i, _ in parts], axis=1)
-    vals = np.concatenate([(np.asarray(s) * c).astype(np.float32).reshape(n, -1) for (_, s), c in zip(parts, scales)],
-                          axis=1)
+    ids = np.concatenate([np.asarray(i, dtype=np.int64) for i, _ in parts], axis=1)
+    vals = np.concatenate([(np.asarray(s) * c).astype(np.float32) for (_, s), c in zip(parts, scales)], axis=1)
     rows = np.repeat(np.arange(n, dtype=np.int64), ids.shape[1])
     ids, vals = ids.ravel(), vals.ravel()
     keep = ids >= 0
