@@ -249,3 +249,21 @@ def test_evaluating_on_labels_the_model_does_not_know_says_so(model_dir, tmp_pat
     assert main(["evaluate", str(model_dir), str(other), "-q"]) == 0
     err = capsys.readouterr().err
     assert "none of its 3 label occurrences is a label of the model" in err and "every metric will be 0" in err
+
+
+def test_what_an_unreadable_text_keeps():
+    """Blank: nothing. No known word: of a calibrated model, what the label-text route matched (a positive score;
+    the model's own guesses were cut to 0); of raw scores, nothing (every entry is a guess)."""
+    import numpy as np
+
+    from xmtc.models.topk import drop_unreadable
+
+    idx = np.array([[3, 4, 5], [3, 4, 5], [3, 4, 5]], dtype=np.int32)
+    scores = np.array([[0.0, 0.2, 0.0], [0.5, 0.2, 0.1], [0.0, 0.3, 0.0]], dtype=np.float32)
+    known = np.array([0.0, 1.0, 0.0])
+    texts = ["railway", "history", "  "]
+    kept, kept_scores = drop_unreadable(idx, scores, texts, known, calibrated=True)
+    assert kept.tolist() == [[4, -1, -1], [3, 4, 5], [-1, -1, -1]]
+    assert kept_scores[0].tolist() == pytest.approx([0.2, 0, 0])
+    kept, _ = drop_unreadable(idx, scores, texts, known, calibrated=False)
+    assert kept.tolist() == [[-1, -1, -1], [3, 4, 5], [-1, -1, -1]]

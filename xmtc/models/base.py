@@ -267,7 +267,8 @@ class XMCModel:
 
         known = self.known_fraction(X)
         idx, scores = self.calibrated_topk(*self._predict_batch(X, k_ask), X, known=known)
-        return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known)
+        calibrated = getattr(self, "calibration_", None) is not None
+        return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known, calibrated)
 
     def _candidates(self, k: int) -> int:
         """How many raw suggestions to ask the method for to return ``k``: room for masked labels, and where the

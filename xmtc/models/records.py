@@ -28,7 +28,8 @@ def reading_warning(known: float) -> str | None:
     if known >= MIN_KNOWN:
         return None
     if known == 0:
-        return "no word of this text is in the model's vocabulary: no suggestion"
+        return ("no word of this text is in the model's vocabulary: no suggestion, except labels whose text it"
+                " resembles")
     return (f"only {100 * known:.0f}% of this text's words are in the model's vocabulary: scores lowered"
             " in proportion")
 

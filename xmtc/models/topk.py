@@ -24,17 +24,26 @@ def empty_topk(k: int) -> tuple[np.ndarray, np.ndarray]:
     return np.full((0, k), -1, dtype=np.int32), np.zeros((0, k), dtype=np.float32)
 
 
-def drop_unreadable(idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None
+def drop_unreadable(idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None, calibrated: bool
                     ) -> tuple[np.ndarray, np.ndarray]:
-    """No suggestion (-1 / 0) for a text that is blank, or of which no word is in the model's vocabulary
+    """No guesses (-1 / 0) for a text that is blank, or of which no word is in the model's vocabulary
     (``known`` 0, where the model has one): its feature vector is empty, and whatever the model ranks
-    first is a guess. The CLI, Python and the REST API all return no labels for it; the CLI and the REST
-    API add a warning (:func:`xmtc.models.records.reading_warning`). Feature rows are left as they are."""
+    first is a guess. A calibrated model has already cut such a text's scores to 0
+    (:func:`xmtc.models.calibration.damp_unreadable`): those entries go, and what a label's text matched
+    (the label-text route, on character n-grams) stays; of a model with raw scores, every entry goes. The
+    CLI, Python and the REST API (which drops zero scores) agree; the CLI and the REST API add a warning
+    (:func:`xmtc.models.records.reading_warning`). Feature rows are left as they are."""
     if isinstance(X, np.ndarray) or hasattr(X, "tocsr"):
         return idx, scores
     blank = np.fromiter((not str(t).strip() for t in X), dtype=bool, count=idx.shape[0])
-    if known is not None:
-        blank |= np.asarray(known) <= 0
-    if not blank.any():
+    unread = blank.copy() if known is None else blank | (np.asarray(known) <= 0)
+    if not unread.any():
         return idx, scores
-    return np.where(blank[:, None], -1, idx).astype(idx.dtype), np.where(blank[:, None], 0, scores).astype(scores.dtype)
+    drop = blank[:, None] | (unread[:, None] & ((scores <= 0) | (not calibrated)))
+    if not drop.any():
+        return idx, scores
+    keep = ~drop & (idx >= 0)
+    order = np.argsort(~keep, axis=1, kind="stable")  # kept entries first, in their order
+    keep = np.take_along_axis(keep, order, axis=1)
+    return (np.where(keep, np.take_along_axis(idx, order, axis=1), -1).astype(idx.dtype),
+            np.where(keep, np.take_along_axis(scores, order, axis=1), 0).astype(scores.dtype))
