@@ -1,7 +1,5 @@
 """``python -m xmtc ...``: the same command line as ``xmtc ...``."""
 
-import sys
+from .cli import entry
 
-from .cli import main
-
-sys.exit(main())
+entry()

@@ -14,20 +14,26 @@ as training data.
 What follows the calibration (``refit``): the held-out tenth costs accuracy on small sets, so where a fit is
 cheap (methods that declare ``cheap_refit``: XR-Linear) and the split is at least :data:`REFIT_MIN_SHARE` of the
 documents, the split is brought into the model after the maps are fitted, and the maps are kept (they carry over
-to weights this close; :func:`xmtc.models.learning.carry_calibration` rescales their label-frequency bands):
+to weights this close; a fold rescales their label-frequency bands, :func:`xmtc.models.learning.carry_calibration`):
 
-* ``"fold"`` (the default where it applies): the split's documents are learned into the fitted model
-  (``XRLinear.learn``: the nodes their rows reach are refitted proximally on those rows, started at their
-  weights; a label only the split carries is fitted against the remembered training rows). Its cost is the
-  split's rows, not the corpus.
-* ``"full"``: a second fit on every document, the exact model of a fit on all of them, for a second fit's time.
+* ``"full"`` (the default where it applies): a second fit on every document, the exact model of a fit on all
+  of them, for a second fit's time (the TF-IDF is not computed again, see below).
+* ``"fold"``: the split's documents are learned into the fitted model (``XRLinear.learn``: the nodes their rows
+  reach are refitted proximally on those rows, started at their weights, with ``learn``'s one anchor for every
+  feature; a label only the split carries is fitted against the remembered training rows). Its cost is the
+  split's rows, not the corpus: about half of the full refit's CPU time on yso-finna-en-2k-20k.
 * ``"none"``: the model keeps only the training part (on yso-finna-en, 5,000 of 522,535 held out, under 1%).
 
-Measured (``benchmarks/refit_modes.py``, XR-Linear defaults, test sets, seeds 0 / 1; RESULTS.md, "xmtc train
-at its defaults"): on yso-finna-en-2k-20k none / fold / full gave P@1 30.06 / 30.84 / 30.78 (seed 0) and ECE@5
-0.84 / 0.79 / 1.14%; the fold cost about half of the full refit's CPU time. Both fits and the calibration share
-one TF-IDF of every document (:meth:`XRLinear.fit_featurizer`): the split's words join the vocabulary (no labels
-are read), so the fold can weight words that only the split has, and no text is featurized twice.
+Why full and not fold by default (``benchmarks/refit_modes.py``, XR-Linear defaults, test sets, seed 0; RESULTS.md,
+"xmtc train at its defaults"): test P@1 none / fold / full was 30.06 / 30.84 / 30.78 on yso-finna-en-2k-20k,
+94.24 / 94.53 / 94.77 on reuters and 55.55 / 56.54 / 56.06 on bibtex, but **62.64 / 54.54 / 61.92 on delicious**
+(ECE@5 1.0 / 12.3 / 1.7%): its 500 dense bag-of-words features carry the old rows' evidence in every direction,
+far more than one anchor stands for (anchor 4 / 30 / 1000: raw P@1 53.2 / 59.8 / 61.4 against 61.6 without the
+fold). A fold that can cost eight points of what the model knew is no default; a per-feature anchor (the old
+rows' curvature, ``1 + C sum_i x_ij^2``) is what would make it one.
+
+Both fits and the calibration share one TF-IDF of every document (:meth:`XRLinear.fit_featurizer`): the split's
+words join the vocabulary (no labels are read), so no text is featurized twice.
 
 Labels without any training document (a label file's labels that no document carries, or labels added by
 text) are right far less often than the documented labels the maps are fitted on: their calibrated odds are
@@ -79,11 +85,10 @@ REFITS = ("fold", "full", "none")
 
 def resolve_refit(refit: str | bool | None, model, n_valid: int, n: int) -> str:
     """What follows the calibration (see the module doc): ``"fold"``, ``"full"`` or ``"none"``. ``None`` (auto):
-    fold for methods that declare ``cheap_refit`` and can learn, when the split is at least
-    :data:`REFIT_MIN_SHARE` of the documents; ``True`` is ``"full"`` and ``False`` ``"none"``."""
+    full for methods that declare ``cheap_refit``, when the split is at least :data:`REFIT_MIN_SHARE` of the
+    documents; ``True`` is ``"full"`` and ``False`` ``"none"``."""
     if refit is None or refit == "auto":
-        cheap = bool(getattr(model, "cheap_refit", False)) and n_valid >= REFIT_MIN_SHARE * n
-        return ("fold" if getattr(model, "can_learn", False) else "full") if cheap else "none"
+        return "full" if getattr(model, "cheap_refit", False) and n_valid >= REFIT_MIN_SHARE * n else "none"
     if isinstance(refit, bool):
         return "full" if refit else "none"
     if refit not in REFITS:
