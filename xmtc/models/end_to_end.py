@@ -110,6 +110,10 @@ class EndToEndParams(TfidfParams):
                          exclusive_minimum=True)
     threshold: float = param(0.05, "With ranker: ranker weights below this are dropped.", minimum=0.0)
 
+    #: ``xmtc tune``'s default search space (``--param`` syntax, :mod:`xmtc.tuning.space`), small: a trial is a
+    #: fine-tuning run; it spans every end-to-end method's default learning rates
+    TUNE_SPACE: ClassVar[tuple[str, ...]] = ("learning_rate=2e-5..3e-4:log", "head_learning_rate=5e-4..3e-2:log")
+
     def validate(self, source: str) -> None:
         super().validate(source)
         parse_margins(self.tcm_margins, source)

@@ -27,7 +27,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -58,6 +58,9 @@ class KNNConfig(LabelTextParams):
                                 minimum=0.0, maximum=1.0)
     n_neighbors: int = param(16, "K: training texts that vote (PEFA's topk_q). At lam 0.5, K 16 / 32 / 64 gave"
                              " P@1 27.85 / 26.85 / 26.15 on the same split.", minimum=1)
+    #: ``xmtc tune``'s default search space (``--param`` syntax, :mod:`xmtc.tuning.space`); every trial encodes
+    #: the texts again, so a trial costs a fit
+    TUNE_SPACE: ClassVar[tuple[str, ...]] = ("label_weight=0..1", "n_neighbors=4,8,16,32,64")
     label_candidates: int = param(200, "Labels nearest the text by label-text similarity that get the"
                                   " label-text term (PEFA's topk_p).", minimum=1)
 

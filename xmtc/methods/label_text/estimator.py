@@ -34,7 +34,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -77,6 +77,10 @@ class LabelTextConfig(LabelTextParams, TfidfParams):
     min_df: int = param(1, "TF-IDF: drop n-grams found in fewer label and training texts than this (1 keeps a"
                         " word that only one label's text has).", minimum=1)
     ngram_max: int = param(2, "TF-IDF: longest word n-gram used as a feature.", minimum=1, maximum=5)
+
+    #: ``xmtc tune``'s default search space (``--param`` syntax, :mod:`xmtc.tuning.space`)
+    TUNE_SPACE: ClassVar[tuple[str, ...]] = ("ngram_max=1,2,3", "min_df=1,2,3", "sublinear_tf=true,false",
+                                             "max_df=0.05,0.2,0.5,1.0")
 
     def validate(self, source: str) -> None:
         TfidfParams.validate(self, source)
