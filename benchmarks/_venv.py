@@ -32,6 +32,10 @@ PEERS: dict[str, list[list[str]]] = {
     "napkinxc": [[*BASE, "napkinxc==0.7.2"]],
     "pecos-xrt": [[*BASE, "scikit-learn"], ["--no-deps", "libpecos==1.2.8"],
                   [*BASE, "torch==2.13.0", "transformers==4.49.0"]],
+    # Annif goes into its own venv (benchmarks/.venv-annif, see annif_peer.py), never next to PECOS:
+    # it pins its own numpy/scikit-learn. "annif-nn" adds nn_ensemble's keras/tensorflow.
+    "annif": [["annif[omikuji,fasttext]==1.4.3"]],
+    "annif-nn": [["annif[nn]==1.4.3"]],
 }
 MARKER = ".xmtc-bench-installed.json"
 
