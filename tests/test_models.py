@@ -86,6 +86,7 @@ def test_auto_tree_count_is_two_seeded_trees_on_a_small_label_set_and_one_otherw
     assert len(flat.models_) == 1  # a flat model is the same for every seed
     assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS, False) == 2
     assert resolve_n_trees(0, AUTO_TREES_MAX_LABELS + 1, False) == 1
+    assert AUTO_TREES_MAX_LABELS == 4096 and resolve_n_trees(0, 24810, False) == 1  # yso-finna-en: one tree
     assert resolve_n_trees(2, 10**6, True) == 2  # an explicit count is kept
     # a manifest whose tree stages disagree with its n_trees is refused, not half-loaded
     manifest = json.loads((tmp_path / "m" / "manifest.json").read_text())

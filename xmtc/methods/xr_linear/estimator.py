@@ -3,7 +3,7 @@
 With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
 top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
 omikuji/Parabel recipe that trades train time for a point or so of precision. The default
-``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 2 trees on label sets of at most 65,536 labels that
+``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 2 trees on label sets of at most 4,096 labels that
 need a tree and 1 otherwise; the trees of an ensemble stop their solvers at ``ensemble_tol`` (0.5) instead
 of ``tol`` (0.1), which the averaging absorbs (see that parameter).
 
@@ -32,7 +32,7 @@ yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``-
 * Deliberate differences: the weight threshold (0.05 here, PECOS 0.1; see ``threshold``); PECOS also
   drops a bias weight below the threshold (1-2 of 983 delicious rankers, none on the other sets),
   xmtc keeps it; beam 10 (PECOS's Python ``train`` leaves 20, its CLI 10); and two trees at solver
-  tolerance 0.5 by default on label sets of at most 65,536 labels (PECOS trains one at 0.1): over tree
+  tolerance 0.5 by default on label sets of at most 4,096 labels (PECOS trains one at 0.1): over tree
   seeds 0-4, P@1 / P@5 went from 63.63 / 28.05 (one tree) to 63.83 / 28.21 on bibtex, 66.01 / 55.52 to
   66.29 / 55.57 on delicious and 30.20 / 10.17 to 31.00 / 10.49 on yso-finna-en-2k-20k, against PECOS's
   one tree at 63.45 / 28.06, 66.03 / 55.45 and 29.95 / 10.13, for 0.43-0.47x the CPU time of the three
@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 
 AUTO_TREES = 2  # trees of n_trees=0 (auto) on a small label set
-AUTO_TREES_MAX_LABELS = 65536  # ... at most this many labels; above, one tree (time and memory rule there)
+AUTO_TREES_MAX_LABELS = 4096  # ... at most this many labels; above, one tree (the command's time rules there)
 
 
 def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
@@ -79,8 +79,10 @@ def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
     tree; three (+0.09 to +0.41 P@1 over two, means of five seeds) cost about 1.05x PECOS's time even at
     that tolerance, 1.5x at 0.1. On yso-finna-en (24,810 labels) no single-tree lever lifted one tree
     (beam 20 at prediction +0.01 P@1, threshold 0.03 +0.02) while two trees gave +0.59 P@1 / +0.41 P@5
-    (36.86 / 16.03) for 1.44x one tree's CPU time, about 0.7x PECOS's; above 2^16 labels (the 100k-1M
-    scale runs) one tree is kept, where memory and hours of training rule.
+    (36.86 / 16.03) for 1.44x one tree's CPU time, which put ``xmtc train`` at 0.70x PECOS's featurize + train,
+    against the bar of 0.5x with P@1 and P@5 at least PECOS's. One tree meets both there (36.27 / 15.62 against
+    PECOS's 36.14 / 15.55, 0.35x), so above 4,096 labels one tree is the default and ``n_trees=2`` the choice
+    for the last half point at 1.44x the time. Below, the second tree costs seconds.
     """
     if n_trees > 0:
         return n_trees
@@ -95,8 +97,8 @@ class XRLinearConfig(LinearTreeParams):
                          f" 0 = auto: {AUTO_TREES} when the labels need a tree and number at most"
                          f" {AUTO_TREES_MAX_LABELS:,}, else 1. Two trees measured +0.20 to +0.80 P@1 and +0.05"
                          " to +0.32 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
-                         " seeds), +0.59 / +0.41 on yso-finna-en; each tree adds one tree's train and predict"
-                         " time.", minimum=0)
+                         " seeds), +0.59 / +0.41 on yso-finna-en (at 1.44x one tree's train time); each tree adds"
+                         " one tree's train and predict time.", minimum=0)
     ensemble_tol: float = param(0.5, "Solver tolerance (see tol) of each tree when n_trees > 1; tol applies to"
                                 " a single tree. Averaging absorbs the looser fit: with three trees 0.5 measured"
                                 " P@1 -0.06 to +0.16 and P@5 -0.11 to +0.08 against 0.1 (means of 5 seeds on"
