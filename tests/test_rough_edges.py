@@ -267,3 +267,9 @@ def test_what_an_unreadable_text_keeps():
     assert kept_scores[0].tolist() == pytest.approx([0.2, 0, 0])
     kept, _ = drop_unreadable(idx, scores, texts, known, calibrated=False)
     assert kept.tolist() == [[-1, -1, -1], [3, 4, 5], [-1, -1, -1]]
+
+
+def test_explain_says_why_it_has_nothing_to_explain(model_dir, capsys):
+    assert main(["explain", str(model_dir), "日本の歴史", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "no label to explain: no word of this text is in the model's vocabulary" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 
 def add_parser(sub, common) -> None:
@@ -31,6 +32,12 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.model_dir}: a {model.method} model cannot explain its suggestions (explain works"
                           f" with {', '.join(able)})")
     labels = model.explain([args.text], k=args.k, n_terms=args.n_terms)[0]
+    if not labels:  # a blank or unreadable text: say why nothing follows
+        from ..models.records import reading_warning
+
+        known = model.known_fraction([args.text]) if hasattr(model, "known_fraction") else None
+        why = reading_warning(float(known[0])) if known is not None else None
+        print(f"no label to explain: {why or 'the model suggests none for this text'}", file=sys.stderr)
     if args.json:
         print(json.dumps(labels, ensure_ascii=False))
         return 0
