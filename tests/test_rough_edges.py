@@ -114,8 +114,10 @@ def test_rest_api_agrees_on_unreadable_text(model_dir):
 
 def test_log_lines_do_not_run_into_progress_bars(files, tmp_path):
     """`xmtc train --log-level INFO` with bars on: every log line starts a line of its own on stderr."""
-    proc = subprocess.run([sys.executable, "-m", "xmtc", "train", str(files / "train.txt"), "-o",
-                           str(tmp_path / "m"), "--log-level", "INFO", "--max-leaf-size", "16"],
+    few = tmp_path / "few.txt"
+    few.write_text("".join((files / "train.txt").read_text(encoding="utf-8").splitlines(True)[:400]), encoding="utf-8")
+    proc = subprocess.run([sys.executable, "-m", "xmtc", "train", str(few), "-o", str(tmp_path / "m"),
+                           "--log-level", "INFO", "--max-leaf-size", "16", "--valid-size", "0"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     assert "linear levels" in proc.stderr  # bars were drawn
@@ -187,18 +189,22 @@ def test_a_very_long_text_is_cut_with_one_warning(model_dir, tmp_path, monkeypat
 
 
 def test_the_data_location_is_a_setting(tmp_path):
-    """XMTC_DATA moves the shared data the tests read; where it holds nothing, they are skipped saying where."""
+    """XMTC_DATA moves the shared data the tests read (conftest's DATA, read when pytest starts); where it holds
+    nothing, the tests are skipped saying where they looked, and pytest's header says it too."""
     import os
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    tests = Path(__file__).resolve().parent
+    code = ("import sys; sys.path.insert(0, sys.argv[1]); import conftest;"
+            " print(conftest.DATA); print(conftest.SKIP_NO_DATA); print(conftest.pytest_report_header(None))")
     env = dict(os.environ, XMTC_DATA=str(tmp_path / "nowhere"))
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-rs", "-p", "no:cacheprovider",
-                           "tests/test_tfidf.py::test_matches_sklearn_on_reuters"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert "1 skipped" in proc.stdout, proc.stdout + proc.stderr
-    assert f"shared data not available at {tmp_path / 'nowhere'}" in proc.stdout
-    assert f"shared data: {tmp_path / 'nowhere'}" in proc.stdout
+    proc = subprocess.run([sys.executable, "-c", code, str(tests)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    data, reason, header = proc.stdout.splitlines()
+    assert data == str(tmp_path / "nowhere")
+    assert reason.startswith(f"shared data not available at {tmp_path / 'nowhere'}") and "XMTC_DATA" in reason
+    assert header.startswith(f"shared data: {tmp_path / 'nowhere'} (absent")
 
 
 def test_the_first_run_says_it_compiles_the_tfidf_kernels(tmp_path):
