@@ -279,3 +279,10 @@ def test_explain_says_why_it_has_nothing_to_explain(model_dir, capsys):
     assert main(["explain", str(model_dir), "日本の歴史", "-q"]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "no label to explain: no word of this text is in the model's vocabulary" in err
+
+
+@pytest.mark.parametrize("size", ["1.5", "-1"])
+def test_an_impossible_validation_size_is_not_blamed_on_the_data(files, tmp_path, size, capsys):
+    assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m"), "--valid-size", size, "-q"]) == 2
+    err = one_line_error(capsys)
+    assert "validation size" in err and "cannot train on it" not in err and "train.txt" not in err

@@ -43,9 +43,9 @@ class ConfigError(XmtcError, ValueError):
 
 
 class SetupError(ConfigError):
-    """A setting that cannot work on this machine whatever the data: an analyzer whose library is missing,
-    a stop-word list that does not exist. The message names the setting; ``xmtc train`` does not blame
-    the training file for it."""
+    """A setting that cannot work whatever the data: an analyzer whose library is missing, a stop-word list
+    that does not exist, a validation size that is no size. The message names the setting; ``xmtc train``
+    does not blame the training file for it."""
 
 
 class NotFittedError(XmtcError, RuntimeError):

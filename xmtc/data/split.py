@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SetupError
 from .dataset import Dataset
 
 
@@ -19,13 +19,14 @@ def n_valid_rows(n: int, valid: float) -> int:
     """Rows the validation part gets: ``valid`` as a fraction in (0, 1), or a count when >= 1."""
     if isinstance(valid, bool) or not isinstance(valid, (int, float, np.integer, np.floating)) \
             or not np.isfinite(valid) or valid < 0:
-        raise ConfigError(f"the validation size must be a fraction in [0, 1) or a count of documents, got {valid!r}")
+        raise SetupError(f"the validation size must be a fraction in [0, 1) or a count of documents,"
+                         f" got {valid!r}")
     if valid == 0:
         return 0
     if valid < 1:
         return int(round(n * float(valid)))
     if float(valid) != int(valid):
-        raise ConfigError(f"a validation size of 1 or more is a count of documents; got {valid!r}")
+        raise SetupError(f"a validation size of 1 or more is a count of documents; got {valid!r}")
     return int(valid)
 
 
