@@ -265,8 +265,9 @@ class XMCModel:
         a text with nothing to read gets no suggestion (:func:`xmtc.models.topk.drop_unreadable`)."""
         from .topk import drop_unreadable
 
+        raw = self._predict_batch(X, k_ask)  # first: its input checks name the bad text's line
         known = self.known_fraction(X)
-        idx, scores = self.calibrated_topk(*self._predict_batch(X, k_ask), X, known=known)
+        idx, scores = self.calibrated_topk(*raw, X, known=known)
         calibrated = getattr(self, "calibration_", None) is not None
         return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known, calibrated)
 
