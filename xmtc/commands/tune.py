@@ -184,7 +184,7 @@ def _summary(outcome, metric: str, noise_z: float, ran: int, featurizations: int
     lines = [f"{ran} trials run ({outcome.n_trials} in the study){cached}"]
     if outcome.default_value is not None:
         lines.append(f"defaults: validation {metric} {outcome.default_value:.2f}")
-    if outcome.best_value is not None and outcome.best_number is not None:
+    if outcome.best_number is not None and outcome.best_value != outcome.default_value:
         lines.append(f"best trial {outcome.best_number}: validation {metric} {outcome.best_value:.2f}"
                      f" (gain {outcome.gain:+.2f}, noise sd {outcome.noise:.2f})")
     if outcome.chosen == "best":
