@@ -299,3 +299,10 @@ def test_a_missing_encoder_is_not_blamed_on_the_data(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(SetupError, match="no config.json"):
         resolve_encoder_path(tmp_path / "empty")
+
+
+def test_xmtc_alone_lists_the_commands(capsys):
+    assert main([]) == 2
+    err = capsys.readouterr().err
+    assert "the following arguments are required" not in err
+    assert all(f"    {command} " in err for command in ("train", "predict", "evaluate", "demo"))

@@ -440,6 +440,9 @@ def entry() -> NoReturn:
 def _main(argv: Sequence[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser(argv)
+    if not argv:  # a first try of `xmtc` alone: the commands, not "the following arguments are required"
+        parser.print_help(sys.stderr)
+        return 2
     args = parse_strictly(parser, argv, _read_method(argv))
     _setup_logging(args)
     try:
