@@ -217,3 +217,36 @@ def test_with_a_sampled_memory_few_documents_leave_the_other_texts_top1_almost_u
     assert np.mean([a == b for a, b in zip(before, after)]) > 0.97
     assert _top1_share(m, others, "railways") < 0.01
     assert m.memory_.seen == cut + 3 and len(m.memory_) == 300
+
+
+def test_a_curvature_refit_holds_each_feature_by_its_own_h_a_second_solver_agrees():
+    """With a curvature h, _refit's proximal step minimises 1/2 sum_j h_j (w_j - w0_j)^2 + BIAS_ANCHOR^2 / 2
+    (b - b0)^2 + C sum sqhinge: scipy's L-BFGS on that objective lands on the same weights, and on the one
+    without h (every feature held alike) it does not. old_curvature is 1 + 2 C weight sum_i x_ij^2."""
+    from scipy.optimize import minimize
+
+    from xmtc.linear.update import BIAS_ANCHOR, _refit, old_curvature
+
+    X_old = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.5, 0.0, 0.0]], dtype=np.float32))
+    np.testing.assert_allclose(old_curvature(X_old, 3.0, 0.5), [1 + 3.0 * 1.25, 1.0, 1 + 3.0 * 4.0])
+    rng = np.random.default_rng(1)
+    n, d, C = 60, 5, 0.5
+    X = sp.csr_matrix(rng.normal(size=(n, d)).astype(np.float32))
+    y = (rng.random(n) < 0.3).astype(np.float32)
+    w0 = np.r_[rng.normal(size=d), 0.7].astype(np.float32)
+    h = np.array([1.0, 30.0, 2.0, 300.0, 5.0])
+    got = _refit(X, sp.csr_matrix(y[:, None]), np.zeros(1, dtype=np.int32), sp.csr_matrix(np.ones((n, 1), np.float32)),
+                 sp.csc_matrix(w0[:, None]), "proximal", 1,
+                 dict(C_pos=C, C_neg=C, bias=1.0, tol=1e-6, max_iter=10000, threshold=0.0), h).toarray().ravel()
+    Xd, s = X.toarray().astype(np.float64), 2 * y.astype(np.float64) - 1
+
+    def objective(v, hold):
+        w, b = v[:d], v[d]
+        slack = np.maximum(0.0, 1 - s * (Xd @ w + b))
+        return 0.5 * np.sum(hold * (w - w0[:d]) ** 2) + 0.5 * BIAS_ANCHOR ** 2 * (b - w0[d]) ** 2 \
+            + C * np.sum(slack ** 2)
+
+    held = minimize(objective, w0.astype(np.float64), args=(h,), method="L-BFGS-B", tol=1e-12).x
+    alike = minimize(objective, w0.astype(np.float64), args=(np.ones(d),), method="L-BFGS-B", tol=1e-12).x
+    np.testing.assert_allclose(got, held, atol=2e-3)
+    assert np.abs(got - alike).max() > 0.05

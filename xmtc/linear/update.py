@@ -115,14 +115,15 @@ def fresh_columns(n_labels_old: int, n_columns: int, cold=None) -> np.ndarray:
 
 def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proximal", replay=None, memory=None,
            cold=None, negatives: str = "tfn", beam_size: int = 10, n_threads: int | None = None,
-           progress: bool = False, fresh_C: tuple[float, float] | None = None,
+           progress: bool = False, fresh_C: tuple[float, float] | None = None, curvature=None,
            **solver_kw) -> tuple[HierarchicalLinearModel, dict]:
     """A new model: ``model`` updated with documents ``X_new`` (n, d) and labels ``Y_new`` (n, L'), where
     columns past ``model.n_labels`` are new labels. ``replay=(X_old, Y_old)`` (old columns only) adds the old
     documents to every refit (needed by ``warm="dual"``). ``memory=(X_mem, Y_mem)``: remembered training rows,
     the negatives of fresh labels (module doc, 4.); ``cold``: the model's own labels to treat as fresh (no
     document so far); ``fresh_C``: their ``(C_pos, C_neg)`` (default: ``solver_kw``'s). ``solver_kw`` are the
-    fit's solver settings for the other nodes.
+    fit's solver settings for the other nodes. ``curvature``: per feature, ``h_j >= 1`` of a proximal refit's
+    ``1/2 sum_j h_j (w_j - w_old_j)^2`` (:func:`old_curvature`; default 1 for every feature).
 
     Returns ``(model, report)``; the report counts refitted nodes per level and times the update. The given
     model is not modified.
@@ -179,7 +180,7 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
                     np.union1d(np.setdiff1d(changed, fresh[~documented]), fit_fresh)
             if changed.size:
                 W = _replace_columns(W, changed, _refit(X, targets[t][:, changed], parent_of[changed], active,
-                                                        W[:, changed], warm, n_threads, solver_kw))
+                                                        W[:, changed], warm, n_threads, solver_kw, curvature))
             if last and fit_fresh.size and apart:
                 W = _replace_columns(W, fit_fresh, _fit_fresh(tree, X_new, Y_new, memory, fit_fresh, parent_of,
                                                               negatives, n_threads, fresh_C, solver_kw))
@@ -213,21 +214,37 @@ def _training_rows(X_new, Y_new, replay, d: int, L_old: int):
     return sp.vstack([X_old, X_new], format="csr"), sp.vstack([Y_old, Y_new], format="csr"), X_old.shape[0]
 
 
-def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw) -> sp.csc_matrix:
+def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw, curvature=None) -> sp.csc_matrix:
     """Old nodes refitted from their weights ``init``. Proximal refits hold the bias :data:`BIAS_ANCHOR` times
     harder than the feature weights (module doc, 3.): the bias feature's value is divided by it and the old
     bias weight multiplied, so margins are unchanged and ``1/2 (b' - b'_old)^2`` is ``BIAS_ANCHOR^2 / 2
-    (b - b_old)^2`` in the bias's own units."""
+    (b - b_old)^2`` in the bias's own units. A ``curvature`` ``h`` holds feature ``j`` ``sqrt(h_j)`` times
+    harder the same way (``x_j / sqrt(h_j)``, ``w_j sqrt(h_j)``): ``1/2 sum_j h_j (w_j - w_old_j)^2``."""
     from .solver import train_level
 
     kw = dict(solver_kw)
-    if warm != "proximal" or not kw.get("bias", 1.0) or BIAS_ANCHOR == 1.0:
+    if warm != "proximal" or ((not kw.get("bias", 1.0) or BIAS_ANCHOR == 1.0) and curvature is None):
         return train_level(X, Y, parent_of, active, init=init, warm=warm, n_threads=n_threads, **kw)
     d = init.shape[0] - 1
-    scale = sp.diags(np.r_[np.ones(d), BIAS_ANCHOR].astype(np.float32))
-    kw["bias"] = kw.get("bias", 1.0) / BIAS_ANCHOR
+    hold = np.ones(d, dtype=np.float64) if curvature is None else np.sqrt(np.asarray(curvature, dtype=np.float64))
+    if curvature is not None:
+        X = sp.csr_matrix(X @ sp.diags(1.0 / hold), dtype=np.float32)
+    b_hold = BIAS_ANCHOR if kw.get("bias", 1.0) else 1.0
+    kw["bias"] = kw.get("bias", 1.0) / b_hold
+    scale = sp.diags(np.r_[hold, b_hold].astype(np.float32))
     W = train_level(X, Y, parent_of, active, init=sp.csc_matrix(scale @ init), warm=warm, n_threads=n_threads, **kw)
-    return sp.csc_matrix(sp.diags(np.r_[np.ones(d), 1.0 / BIAS_ANCHOR].astype(np.float32)) @ W, dtype=np.float32)
+    return sp.csc_matrix(sp.diags(np.r_[1.0 / hold, 1.0 / b_hold].astype(np.float32)) @ W, dtype=np.float32)
+
+
+def old_curvature(X_old: sp.csr_matrix, weight: float, C: float) -> np.ndarray:
+    """Per feature, the diagonal of the old documents' objective's curvature that a proximal refit keeps in place
+    of them (an elastic-weight-consolidation-style diagonal): ``h_j = 1 + 2 C weight sum_i x_ij^2``, the
+    regulariser's 1 plus the squared hinge's ``2 C x x^T`` over the old rows ``X_old`` (each standing for
+    ``weight`` documents: a memory sample's ``seen / len``). Counting every old row as inside the margin and
+    every node as seeing every row over-states it, which errs toward keeping what the model knew."""
+    X_old = sp.csr_matrix(X_old)
+    sq = np.asarray(X_old.multiply(X_old).sum(axis=0), dtype=np.float64).ravel()
+    return 1.0 + 2.0 * float(C) * float(weight) * sq
 
 
 def _fit_fresh(tree: LabelTree, X_new, Y_new, memory, labels, parent_of, negatives, n_threads, fresh_C,

@@ -19,18 +19,19 @@ to weights this close; a fold rescales their label-frequency bands, :func:`xmtc.
 * ``"full"`` (the default where it applies): a second fit on every document, the exact model of a fit on all
   of them, for a second fit's time (the TF-IDF is not computed again, see below).
 * ``"fold"``: the split's documents are learned into the fitted model (``XRLinear.learn``: the nodes their rows
-  reach are refitted proximally on those rows, started at their weights, with ``learn``'s one anchor for every
-  feature; a label only the split carries is fitted against the remembered training rows). Its cost is the
-  split's rows, not the corpus: about half of the full refit's CPU time on yso-finna-en-2k-20k.
+  reach are refitted proximally on those rows, started at their weights and each feature held by the curvature
+  of the remembered training rows, :func:`xmtc.linear.update.old_curvature`; a label only the split carries is
+  fitted against those rows). Its cost is the split's rows, not the corpus.
 * ``"none"``: the model keeps only the training part (on yso-finna-en, 5,000 of 522,535 held out, under 1%).
 
-Why full and not fold by default (``benchmarks/refit_modes.py``, XR-Linear defaults, test sets, seed 0; RESULTS.md,
-"xmtc train at its defaults"): test P@1 none / fold / full was 30.06 / 30.84 / 30.78 on yso-finna-en-2k-20k,
-94.24 / 94.53 / 94.77 on reuters and 55.55 / 56.54 / 56.06 on bibtex, but **62.64 / 54.54 / 61.92 on delicious**
-(ECE@5 1.0 / 12.3 / 1.7%): its 500 dense bag-of-words features carry the old rows' evidence in every direction,
-far more than one anchor stands for (anchor 4 / 30 / 1000: raw P@1 53.2 / 59.8 / 61.4 against 61.6 without the
-fold). A fold that can cost eight points of what the model knew is no default; a per-feature anchor (the old
-rows' curvature, ``1 + C sum_i x_ij^2``) is what would make it one.
+Why full and not fold by default (``benchmarks/refit_modes.py``, XR-Linear defaults, test sets, split seed 0;
+seed 1 in RESULTS.md, "xmtc train at its defaults"): P@1 / P@5 of none, fold and full were 94.24 / 23.64, 94.67 /
+23.66, 94.77 / 23.68 on reuters, 30.06 / 10.11, 30.92 / 10.34, 30.78 / 10.54 on yso-finna-en-2k-20k, 55.55 /
+24.44, 56.26 / 24.64, 56.06 / 24.60 on bibtex and 62.64 / 52.21, 62.89 / 52.02, 61.92 / 52.42 on delicious: the
+fold takes back most of what the split cost, for 40-60% of the full refit's CPU time, but its P@5 stays 0.1-0.4
+below the full refit's on three of the four sets, and the default keeps accuracy where it was. With one anchor
+for every feature (``learn``'s default) instead of the curvature, the fold cost delicious 8 points of P@1
+(54.54): its 500 dense bag-of-words features carry the old rows' evidence in every direction.
 
 Both fits and the calibration share one TF-IDF of every document (:meth:`XRLinear.fit_featurizer`): the split's
 words join the vocabulary (no labels are read), so no text is featurized twice.
@@ -136,7 +137,7 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
     if refit == "fold":
         log.info("learning the %d validation documents into the model; the score maps carry over",
                  valid_rows.size)
-        model.learn(X_valid, Y_valid, whole_memory_refit=False, progress=progress)
+        model.learn(X_valid, Y_valid, whole_memory_refit=False, curvature=True, progress=progress)
     elif refit == "full":
         log.info("fitting again on all %d documents; the score maps carry over", n)
         model.fit(inputs, Y, labels=ds.labels, progress=progress, **shared, **fit_kw)

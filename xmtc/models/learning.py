@@ -67,7 +67,8 @@ def check_can_learn(model: Any) -> None:
 
 
 def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = ANCHOR,
-                     memory: bool = True, whole_memory_refit: bool = True, progress: bool = False):
+                     memory: bool = True, whole_memory_refit: bool = True, curvature: bool = False,
+                     progress: bool = False):
     """XR-Linear's learn (see the module doc); ``model`` is updated in place and returned.
 
     ``Y``: label-name lists (names the model lacks become new labels, appended after its labels in sorted
@@ -76,7 +77,9 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     features) and their labels (in the model's columns) to refit on as well. ``whole_memory_refit``: when the
     memory holds every training row, refit changed nodes on all of them (the full objective, a retrain's cost);
     False keeps the proximal update there too and uses the memory for the fresh labels only, as with a sample
-    (``xmtc train``'s fold-in of its calibration split, :mod:`xmtc.models.calibrated_fit`).
+    (``xmtc train``'s fold-in of its calibration split, :mod:`xmtc.models.calibrated_fit`). ``curvature``: the
+    proximal refits hold each feature by the remembered rows' curvature (:func:`xmtc.linear.update.old_curvature`,
+    at the fit's C) instead of one ``anchor`` for every feature.
     """
     from ..linear.update import update
     from ..native import resolve_threads
@@ -111,13 +114,21 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     elif kept is not None and len(kept):
         # a sample: the fresh labels' negatives stand for seen / len of them each (an unbiased estimate)
         memory_rows, fresh_C = (kept.X, kept.Y), (cfg.C_pos, cfg.C_neg * kept.seen / len(kept))
+    h = None
+    if curvature and warm == "proximal":
+        if kept is None or not len(kept):
+            raise ConfigError("curvature needs the remembered training rows (memory_rows > 0)")
+        from ..linear.update import old_curvature
+
+        h = old_curvature(kept.X, kept.seen / len(kept), cfg.C_neg)
+        solver_kw.update(C_pos=cfg.C_pos, C_neg=cfg.C_neg)
     cold = np.flatnonzero(np.asarray(model.label_counts_) == 0)
     new_models = []
     for t, tree_model in enumerate(model.models_):
         updated, report = update(tree_model, X_feat, Y_new, warm=warm, replay=replay, memory=memory_rows,
                                  cold=cold, fresh_C=fresh_C, negatives=cfg.negatives,
                                  beam_size=cfg.beam_size, n_threads=resolve_threads(cfg.n_threads),
-                                 progress=progress, **solver_kw)
+                                 progress=progress, curvature=h, **solver_kw)
         log.info("tree %d: learned %d documents, %d new labels, refitted nodes per level %s in %.1fs", t, n,
                  report["new_labels"], report["refitted"], report["seconds"])
         new_models.append(updated)

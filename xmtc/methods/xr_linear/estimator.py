@@ -217,19 +217,20 @@ class XRLinear(XMCModel):
         return self
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
-              whole_memory_refit: bool = True, progress: bool = False) -> "XRLinear":
+              whole_memory_refit: bool = True, curvature: bool = False, progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
         vocabulary and tree stay, new labels join the leaf cluster their documents are routed to, and only
         nodes whose training data changed are refitted, pulled toward their old weights with strength
         ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too; a label without a ranker so far
         is fitted against the remembered training rows (``memory=False``: on its new documents alone, for
-        comparison; ``whole_memory_refit=False``: the proximal update even when every training row is remembered).
+        comparison; ``whole_memory_refit=False``: the proximal update even when every training row is remembered;
+        ``curvature``: each feature held by the remembered rows' curvature instead of one ``anchor``).
         See :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
         """
         from ...models.learning import learn_tree_model
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, memory=memory,
-                                whole_memory_refit=whole_memory_refit, progress=progress)
+                                whole_memory_refit=whole_memory_refit, curvature=curvature, progress=progress)
 
     def fit_featurizer(self, texts: Any) -> sp.csr_matrix:
         """Fit the TF-IDF featurizer on ``texts`` and return their features, for fits on rows of them
