@@ -23,7 +23,7 @@ def train_hook(args, config) -> dict:
                           " (X-Transformer's default: add --matcher linear to train on Ray)")
     parse_spec(args.ray)
     import_ray()
-    return {"linear_fit": linear_fit(args.ray, args.output)}
+    return {"linear_fit": linear_fit(args.ray)}
 
 
 def predict_hook(model, args):

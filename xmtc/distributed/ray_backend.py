@@ -9,10 +9,11 @@ whose weights do not depend on each other, so
 * the driver builds the whole tree (TF-IDF, PIFA, k-means: cheap next to the solver) and trains the
   levels above the cut;
 * each subtree is one task, submitted largest first, training on the rows that have a label in it
-  (one thread per task: Ray's CPUs are the parallelism); it writes its weights as a safetensors
-  shard into a folder beside the output (shared storage on a multi-node cluster) and returns the
-  file name;
-* the driver reads the shards, joins them into the usual model and saves it as any model is saved.
+  (one thread per task: Ray's CPUs are the parallelism, on whichever nodes have them free); it returns
+  its weights (CSC arrays) through Ray's object store, so no storage has to be shared between nodes;
+* the driver fetches the weights task by task (copying each out of the object store, which then frees it),
+  joins them into the usual model and saves it as any model is saved. It logs how many tasks ran on
+  which node.
 
 With matcher-aware negatives (``man``, ``tfn+man``: XR-Transformer's rankers) no subtree is independent
 (the beam couples them), so :mod:`xmtc.linear.levelwise` trains level after level: the driver builds
@@ -25,16 +26,15 @@ input would fail again) and its error is reported with the subtree it was traini
 dies (killed, out of memory) is retried by Ray up to ``MAX_RETRIES`` times.
 
 Prediction cuts the inputs into chunks; each task loads the model (memory-mapped, once per worker
-process) from the folder, which therefore must be on storage every node can read.
+process) from the folder, which therefore must be on storage every node can read (training needs none).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +45,10 @@ from ..errors import ConfigError, XmtcError
 log = logging.getLogger(__name__)
 
 MAX_RETRIES = 3
+# Training tasks are few and coarse (4 per CPU) and each holds its rows of X and its weights: spread them over
+# the nodes (memory as well as cores) rather than Ray's default, which fills the driver's node first and, with
+# tasks that finish quickly, can keep every one of them there
+SPREAD = "SPREAD"
 INSTALL_HINT = "pip install 'xmtc[ray]' (or: pip install ray)"
 
 
@@ -120,73 +124,76 @@ def _csr(parts: dict) -> sp.csr_matrix:
     return sp.csr_matrix((parts["data"], parts["indices"], parts["indptr"]), shape=parts["shape"], copy=False)
 
 
-def _write_shard(path: Path, weights: list[sp.csc_matrix]) -> None:
-    from safetensors.numpy import save_file
-
-    arrays = {}
-    for j, W in enumerate(weights):
-        arrays[f"W{j}.data"] = np.ascontiguousarray(W.data, dtype=np.float32)
-        arrays[f"W{j}.indices"] = np.ascontiguousarray(W.indices, dtype=np.int32)
-        arrays[f"W{j}.indptr"] = np.ascontiguousarray(W.indptr, dtype=np.int64)
-        arrays[f"W{j}.shape"] = np.array(W.shape, dtype=np.int64)
-    tmp = path.with_name(path.name + ".part")
-    save_file(arrays, str(tmp))
-    os.replace(tmp, path)
+def _weight_parts(weights: list[sp.csc_matrix]) -> list[tuple]:
+    """A task's weights as plain arrays for the object store, in the dtypes a saved model has."""
+    return [(np.ascontiguousarray(W.data, dtype=np.float32), np.ascontiguousarray(W.indices, dtype=np.int32),
+             np.ascontiguousarray(W.indptr, dtype=np.int64), tuple(int(x) for x in W.shape)) for W in weights]
 
 
-def _read_shard(path: Path, n_levels: int) -> list[sp.csc_matrix]:
-    from safetensors.numpy import load_file
-
-    a = load_file(str(path))
-    return [sp.csc_matrix((a[f"W{j}.data"], a[f"W{j}.indices"], a[f"W{j}.indptr"]),
-                          shape=tuple(int(x) for x in a[f"W{j}.shape"])) for j in range(n_levels)]
+def _weights(parts: list[tuple]) -> list[sp.csc_matrix]:
+    """The driver's own copy of a task's weights (what Ray returns is a read-only view of its object store)."""
+    return [sp.csc_matrix((np.array(d), np.array(i), np.array(p)), shape=shape) for d, i, p, shape in parts]
 
 
-def _train_task(x_parts, y_parts, parents, shapes, root, depth, nodes, solver_kw, shard):
-    """One subtree (runs in a Ray worker): train, write the shard, return its path."""
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
+
+
+def _train_task(x_parts, y_parts, parents, shapes, root, depth, nodes, solver_kw):
+    """One subtree (runs in a Ray worker, on any node): train it; return its weights and the node's id."""
     from ..linear.subtrees import Subtree, train_subtree
 
     chain = [sp.csr_matrix((np.ones(p.size, dtype=np.float32), p, np.arange(p.size + 1)), shape=s)
              for p, s in zip(parents, shapes)]
     sub = Subtree(root=root, depth=depth, nodes=list(nodes))
     weights = train_subtree(_csr(x_parts), _csr(y_parts), chain, sub, **solver_kw)
-    _write_shard(Path(shard), weights)
-    return shard
+    return _weight_parts(weights), _node_id()
 
 
-def _group_task(x_parts, y_parts, a_parts, parent_of, parents, solver_kw, shard):
-    """One level's parent group (runs in a Ray worker): train its children, write the shard, return its path."""
+def _group_task(x_parts, y_parts, a_parts, parent_of, parents, solver_kw):
+    """One level's parent group (runs in a Ray worker, on any node): train its children; return their weights
+    and the node's id."""
     from ..linear.levelwise import train_group
 
     W = train_group(_csr(x_parts), _csr(y_parts), parent_of, _csr(a_parts), parents, **solver_kw)
-    _write_shard(Path(shard), [W])
-    return shard
+    return _weight_parts([W]), _node_id()
 
 
-def _gather(ray, futures: list, names: list[str], n_levels: list[int]) -> list[list[sp.csc_matrix]]:
-    """Every task's shard, read in submission order; the first failed task stops the rest and is named."""
+def _gather(ray, futures: list, names: list[str]) -> list[list[sp.csc_matrix]]:
+    """Every task's weights, in submission order; the first failed task stops the rest and is named.
+    Each result is copied out and its reference dropped (``futures`` is cleared in place) as it arrives,
+    so the object store holds only the results not yet fetched."""
     index = {f: i for i, f in enumerate(futures)}
     out = [None] * len(futures)
+    nodes: Counter = Counter()
     pending = list(futures)
     try:
         while pending:
             done, pending = ray.wait(pending, num_returns=1)
-            i = index[done[0]]
+            ref = done.pop()
+            i = index.pop(ref)
+            futures[i] = None
             try:
-                path = ray.get(done[0])
+                parts, node = ray.get(ref)
             except ray.exceptions.RayError as exc:
                 raise XmtcError(f"Ray task for {names[i]} failed: {_short(exc)}") from None
-            out[i] = _read_shard(Path(path), n_levels[i])
+            del ref
+            out[i] = _weights(parts)
+            nodes[node] += 1
     finally:
         for f in pending:
             ray.cancel(f, force=True)
+    log.info("ray: %d tasks ran on %d node(s): %s", len(out), len(nodes),
+             ", ".join(f"{n[:8]} {c}" for n, c in sorted(nodes.items())))
     return out
 
 
-def ray_runner(session: RaySession, shard_dir: Path):
+def ray_runner(session: RaySession):
     """A ``run_tasks`` for :func:`xmtc.linear.subtrees.fit_by_subtrees` that runs each subtree as a Ray task."""
     ray = session.ray
-    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_train_task)
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, scheduling_strategy=SPREAD)(_train_task)
 
     def run(X, Y, chain, subtrees, solver_kw):
         t0 = time.perf_counter()
@@ -197,21 +204,20 @@ def ray_runner(session: RaySession, shard_dir: Path):
         kw = dict(solver_kw, n_threads=1)
         futures = []
         for s in subtrees:  # already largest first: Ray starts them in submission order
-            shard = str(shard_dir / f"subtree-{s.depth}-{s.root}.safetensors")
             futures.append(task.options(name=f"xmtc {s.name()}").remote(
-                x_ref, y_ref, p_ref, shapes, s.root, s.depth, s.nodes, kw, shard))
+                x_ref, y_ref, p_ref, shapes, s.root, s.depth, s.nodes, kw))
         log.info("ray: %d subtree tasks submitted on %d CPUs (put X, Y in %.1fs)", len(futures), session.workers,
                  time.perf_counter() - t0)
-        return _gather(ray, futures, [s.name() for s in subtrees], [len(s.nodes) for s in subtrees])
+        return _gather(ray, futures, [s.name() for s in subtrees])
 
     return run
 
 
-def ray_level_runner(session: RaySession, shard_dir: Path):
+def ray_level_runner(session: RaySession):
     """A ``run_tasks`` for :func:`xmtc.linear.levelwise.fit_by_levels`: each parent group of a level is a
     Ray task; X goes to the object store once, each level's targets and mask once per level."""
     ray = session.ray
-    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_group_task)
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES, scheduling_strategy=SPREAD)(_group_task)
     shared: dict = {}
 
     def run(X, targets, parent_of, active, groups, solver_kw, level):
@@ -224,10 +230,9 @@ def ray_level_runner(session: RaySession, shard_dir: Path):
         kw = dict(solver_kw, n_threads=1)
         names = [f"group {i} of level {level} (parents {g[0]}..{g[-1]}, {g.size} of them)"
                  for i, g in enumerate(groups)]
-        futures = [task.options(name=f"xmtc {name}").remote(
-            shared["ref"], y_ref, a_ref, p_ref, g, kw, str(shard_dir / f"level-{level}-group-{i}.safetensors"))
-            for i, (name, g) in enumerate(zip(names, groups))]
-        return [parts[0] for parts in _gather(ray, futures, names, [1] * len(groups))]
+        futures = [task.options(name=f"xmtc {name}").remote(shared["ref"], y_ref, a_ref, p_ref, g, kw)
+                   for name, g in zip(names, groups)]
+        return [parts[0] for parts in _gather(ray, futures, names)]
 
     return run
 
@@ -241,10 +246,12 @@ def _short(exc: BaseException) -> str:
     return lines[-1] if lines else type(exc).__name__
 
 
-def linear_fit(spec: str, output: str | os.PathLike):
+def linear_fit(spec: str):
     """The ``linear_fit`` hook of :meth:`xmtc.methods.xr_linear.estimator.XRLinear.fit` for ``--ray SPEC``: with
     ``negatives="tfn"`` the tree is cut into subtree tasks (:mod:`xmtc.linear.subtrees`); with matcher-aware
-    negatives each level is cut into parent-group tasks, level after level (:mod:`xmtc.linear.levelwise`)."""
+    negatives each level is cut into parent-group tasks, level after level (:mod:`xmtc.linear.levelwise`).
+    The tasks' weights come back through Ray's object store: nothing is written to disk until the driver
+    saves the model."""
     def fit(X, Y, tree, *, negatives, beam_size, progress, **solver_kw):
         from ..linear.hierarchy import HierarchicalLinearModel, chain_of
         from ..linear.levelwise import fit_by_levels
@@ -255,20 +262,13 @@ def linear_fit(spec: str, output: str | os.PathLike):
             return HierarchicalLinearModel().fit(X, Y, tree, negatives=negatives, beam_size=beam_size,
                                                  progress=progress, **solver_kw)
 
-        parent = Path(output).resolve().parent
-        parent.mkdir(parents=True, exist_ok=True)
-        shard_dir = Path(tempfile.mkdtemp(prefix=f".{Path(output).name}.shards-", dir=parent))
-        try:
-            with RaySession(spec) as session:
-                if negatives == "tfn":
-                    return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
-                                           beam_size=beam_size, progress=progress,
-                                           run_tasks=ray_runner(session, shard_dir), **solver_kw)
-                return fit_by_levels(X, Y, tree, workers=session.workers, negatives=negatives, beam_size=beam_size,
-                                     progress=progress, run_tasks=ray_level_runner(session, shard_dir),
-                                     **solver_kw)
-        finally:
-            shutil.rmtree(shard_dir, ignore_errors=True)
+        with RaySession(spec) as session:
+            if negatives == "tfn":
+                return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
+                                       beam_size=beam_size, progress=progress, run_tasks=ray_runner(session),
+                                       **solver_kw)
+            return fit_by_levels(X, Y, tree, workers=session.workers, negatives=negatives, beam_size=beam_size,
+                                 progress=progress, run_tasks=ray_level_runner(session), **solver_kw)
 
     return fit
 
