@@ -160,3 +160,19 @@ def test_kernel_addresses_are_the_arrays_and_a_level_notices_a_new_array():
     assert first[0] == level.child_ptr.ctypes.data and level.pointers() == first
     level.bias_w = level.bias_w.copy()
     assert level.pointers()[5] == level.bias_w.ctypes.data
+
+
+def test_tree_averaging_is_the_same_numbers_on_either_side_of_the_array_path_limit():
+    """average_topk sums small batches on the top-k arrays and large ones as sparse matrices (ARRAY_PATH_MAX):
+    a batch past the limit gives what the array path gives for it."""
+    from xmtc.models.ensemble import ARRAY_PATH_MAX, _summed_topk, average_topk
+
+    rng = np.random.default_rng(5)
+    n, k = ARRAY_PATH_MAX // 20 + 7, 10
+    parts = [(np.argsort(rng.random((n, 50)), axis=1)[:, :k].astype(np.int32),  # a row names a label once
+              np.round(rng.random((n, k)), 2).astype(np.float32)) for _ in range(2)]
+    assert sum(i.size for i, _ in parts) > ARRAY_PATH_MAX
+    got = average_topk(parts, 50, 7)
+    want = _summed_topk(parts, [np.float32(0.5)] * 2, 7)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])

@@ -83,6 +83,12 @@ def csr_topk(mat: sp.csr_matrix, k: int, chunk: int = 8192) -> tuple[np.ndarray,
     return out_idx, out_val
 
 
+# entries (summed over members) up to which the top-k arrays are averaged directly (_summed_topk): its sorts
+# beat scipy's set-up for a few texts, but for 20,000 texts x 2 trees x 100 it took 15.4 s against the sparse
+# sum's 3.8 s (same numbers; a loaded 2-core machine)
+ARRAY_PATH_MAX = 1 << 15
+
+
 def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: int,
                  weights: list[float] | None = None, known: list[np.ndarray] | None = None
                  ) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +103,7 @@ def average_topk(parts: list[tuple[np.ndarray, np.ndarray]], n_labels: int, k: i
     if len(weights) != len(parts) or not all(np.isfinite(w) and w >= 0 for w in weights) or sum(weights) <= 0:
         raise ValueError(f"weights must be {len(parts)} non-negative finite numbers, not all zero; got {weights}")
     total = float(sum(weights))
-    if known is None:
+    if known is None and sum(np.asarray(i).size for i, _ in parts) <= ARRAY_PATH_MAX:
         return _summed_topk(parts, [np.float32(w / total) for w in weights], k)
     acc = None
     for (idx, sc), w in zip(parts, weights):
@@ -128,7 +134,9 @@ def _summed_topk(parts: list[tuple[np.ndarray, np.ndarray]], scales: list, k: in
     ids, vals = ids.ravel(), vals.ravel()
     keep = ids >= 0
     rows, ids, vals = rows[keep], ids[keep], vals[keep]
-    order = np.lexsort((ids, rows))  # stable: a label's entries stay in member order
+    # by row, then label; stable, so a label's entries stay in member order (one integer key: np.lexsort took
+    # 7.5 s on 4M entries here, argsort of the combined key 1.0 s)
+    order = np.argsort(rows * (int(ids.max(initial=0)) + 1) + ids, kind="stable")
     rows, ids, vals = rows[order], ids[order], vals[order]
     first = np.ones(rows.size, dtype=bool)
     first[1:] = (rows[1:] != rows[:-1]) | (ids[1:] != ids[:-1])
@@ -138,7 +146,9 @@ def _summed_topk(parts: list[tuple[np.ndarray, np.ndarray]], scales: list, k: in
     if len(parts) > 1:
         nz = sums != 0
         rows, ids, sums = rows[nz], ids[nz], sums[nz]
-    order = np.lexsort((ids, -sums, rows))  # per row: score descending, then the smaller label
+    # per row: score descending, then the smaller label (rows and labels are ascending already: two stable sorts)
+    order = np.argsort(-sums, kind="stable")
+    order = order[np.argsort(rows[order], kind="stable")]
     rows, ids, sums = rows[order], ids[order], sums[order]
     starts = np.searchsorted(rows, np.arange(n))
     rank = np.arange(rows.size) - starts[rows]
