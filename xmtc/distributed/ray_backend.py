@@ -6,8 +6,8 @@ shared memory), and Ray retries a task whose worker died. What xmtc adds is only
 With teacher-forced negatives (``tfn``) :mod:`xmtc.linear.subtrees` cuts the label tree into subtrees
 whose weights do not depend on each other, so
 
-* the driver builds the whole tree (TF-IDF, PIFA, k-means: cheap next to the solver) and trains the
-  levels above the cut;
+* the driver builds the whole tree (TF-IDF, PIFA, k-means: not distributed; at 1M labels 41% of the
+  time, see docs/guides/ray.md) and trains the levels above the cut;
 * each subtree is one task, submitted largest first, training on the rows that have a label in it
   (one thread per task: Ray's CPUs are the parallelism, on whichever nodes have them free); it returns
   its weights (CSC arrays) through Ray's object store, so no storage has to be shared between nodes;
