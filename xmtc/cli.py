@@ -18,6 +18,8 @@ import time
 from typing import NoReturn, Sequence
 
 from . import __version__
+from .commands.parsing import input_name as _input_name
+from .commands.parsing import method_config_file as _method_config_file
 from .commands.parsing import parse_strictly
 from .config import add_config_arguments, config_from_args, config_to_dict, load_json_config, non_negative_int
 from .errors import ConfigError, DataFormatError, SetupError, XmtcError
@@ -252,23 +254,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if notice:
         log.warning(notice)
     return 0
-
-
-def _input_name(path: str) -> str:
-    """How errors name an input: its path, or <stdin> for -."""
-    from .data.io import STDIN_NAME, is_stdio
-    return STDIN_NAME if is_stdio(path) else path
-
-
-def _method_config_file(path: str | None, method: str) -> dict:
-    """A --config file may name its method; check that it matches and return the other keys."""
-    if not path:
-        return {}
-    data = load_json_config(path)
-    named = data.pop("method", method)
-    if named != method:
-        raise ConfigError(f"{path}: config is for method {named!r} but --method is {method!r}")
-    return data
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

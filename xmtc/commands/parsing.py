@@ -68,3 +68,23 @@ def parse_strictly(parser: argparse.ArgumentParser, argv: Sequence[str], method:
             message += " (" + "; ".join(hints) + ")"
     target.error(message)
     raise AssertionError("unreachable")  # pragma: no cover  (error() exits)
+
+
+def input_name(path: str) -> str:
+    """How errors name an input: its path, or <stdin> for -."""
+    from ..data.io import STDIN_NAME, is_stdio
+    return STDIN_NAME if is_stdio(path) else path
+
+
+def method_config_file(path: str | None, method: str) -> dict:
+    """A --config file's parameters, as train and tune read it: it may name its method, which must match."""
+    from ..config import load_json_config
+    from ..errors import ConfigError
+
+    if not path:
+        return {}
+    data = load_json_config(path)
+    named = data.pop("method", method)
+    if named != method:
+        raise ConfigError(f"{path}: config is for method {named!r} but --method is {method!r}")
+    return data

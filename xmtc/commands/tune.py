@@ -20,6 +20,7 @@ import os
 import time
 
 from ..config import non_negative_int
+from .parsing import input_name, method_config_file
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
     cls = estimator_class(args.method)
     check_requirements(cls)
     metric = parse_metric(args.metric)
-    fixed = _config_file(args.config, args.method)
+    fixed = method_config_file(args.config, args.method)
     build_config(cls.config_class, fixed, source=args.config or "config")
     space = build_space(cls.config_class, args.param, use_default=not args.no_default_space)
     # a one-value --param fixes the parameter for every trial, the defaults' trial included
@@ -127,14 +128,14 @@ def run(args: argparse.Namespace) -> int:
     defaults = config_to_dict(build_config(cls.config_class, fixed, source="--param"))
     t0 = time.perf_counter()
     ds = read_datasets(args.train_files, fmt=args.fmt, label_file=args.label_file, all_file_labels=cls.open_labels)
-    train_name = ", ".join(_input_name(f) for f in args.train_files)
+    train_name = ", ".join(input_name(f) for f in args.train_files)
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(train_name, None, "has no labelled documents to tune on")
     runner = TrialRunner(cls, ds, metric, valid_size=args.valid_size, seed=args.valid_seed, fixed=fixed)
     log.info("read %d documents in %.1fs; tuning %s on %d validation documents (seed %d), fitting on %d;"
              " space: %s", len(ds), time.perf_counter() - t0, args.method, len(runner.valid), args.valid_seed,
              len(runner.train), " ".join(space_record(space)))
-    record = {"method": args.method, "metric": metric.name, "train": [_input_name(f) for f in args.train_files],
+    record = {"method": args.method, "metric": metric.name, "train": [input_name(f) for f in args.train_files],
               "valid_docs": len(runner.valid), "valid_seed": args.valid_seed, "space": space_record(space)}
     study = open_study(args.storage, args.study_name or args.method, record, args.seed)
     before = len(study.trials)
@@ -159,23 +160,6 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _input_name(path: str) -> str:
-    from ..data.io import STDIN_NAME, is_stdio
-    return STDIN_NAME if is_stdio(path) else path
-
-
-def _config_file(path: str | None, method: str) -> dict:
-    """The --config file's parameters (as train reads it: it may name its method, which must match)."""
-    from ..config import load_json_config
-    from ..errors import ConfigError
-
-    if not path:
-        return {}
-    data = load_json_config(path)
-    named = data.pop("method", method)
-    if named != method:
-        raise ConfigError(f"{path}: config is for method {named!r} but --method is {method!r}")
-    return data
 
 
 def _summary(outcome, metric: str, noise_z: float, ran: int, featurizations: int | None) -> str:
