@@ -299,6 +299,8 @@ def run_timed(cmd: list[str], log_path: Path, timeout: float, *, stdout_path: Pa
     proc.stderr.close()
     if stdout_path:
         out_fh.close()
+    # what the reader took from the pipe after wait4 returned was written before the exit: stamp it at the exit
+    chunks = [(min(t, wall), data) for t, data in chunks]
     return {"wall_s": wall, "rc": proc.returncode, "timed_out": killed.is_set(),
             "cpu_s": ru.ru_utime + ru.ru_stime, "peak_rss_mb": hwm[0] / 1024,
             "loadavg_start": load_start, "loadavg_end": loadavg(), "chunks": chunks}
