@@ -232,7 +232,7 @@ def run_annif(work: Path, systems: list[str], lang: str, uri2id: dict[str, str],
         else:
             row["own_train_s"] = 0.0
         if name in ("ensemble", "nn_ensemble"):
-            row["train_s"] = row["own_train_s"] + sum(res[s].get("train_s", 0.0) for s in ENSEMBLE_SOURCES)
+            row["train_s"] = round(row["own_train_s"] + sum(res[s].get("train_s", 0.0) for s in ENSEMBLE_SOURCES), 2)
         else:
             row["train_s"] = row["own_train_s"]
         log(f"[annif] suggest {name}  (load {loadavg()})")
