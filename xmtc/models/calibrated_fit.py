@@ -102,7 +102,7 @@ def resolve_refit(refit: str | bool | None, model, n_valid: int, n: int) -> str:
 def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed: int = 0,
                    calibration: str = "isotonic", refit: str | bool | None = None, progress: bool = False,
                    **fit_kw: Any) -> dict:
-    """Fit ``model`` on ``ds`` less a validation split, calibrate on the split, then fold the split in.
+    """Fit ``model`` on ``ds`` less a validation split, calibrate on the split, then bring the split in (``refit``).
 
     ``valid_size``: a fraction in [0, 1) or a document count; ``None`` = :func:`auto_valid_size`;
     0 fits on everything and leaves the scores raw. ``refit``: ``"fold"`` (learn the split into the fitted
@@ -121,7 +121,8 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
     refit = resolve_refit(refit, model, valid_rows.size, n)
     log.info("holding out %d of %d documents (seed %d) to calibrate the scores on", valid_rows.size, n, seed)
     inputs, shared = ds.inputs, {}
-    if isinstance(inputs, list) and getattr(model, "cheap_refit", False) and callable(getattr(model, "fit_featurizer", None)):
+    if isinstance(inputs, list) and getattr(model, "cheap_refit", False) \
+            and callable(getattr(model, "fit_featurizer", None)):
         # one TF-IDF of every document serves both fits and the calibration (texts only, no labels: the
         # split's words join the vocabulary, its labels reach nothing before the maps are fitted)
         inputs, shared = model.fit_featurizer(inputs), {"keep_featurizer": True}
