@@ -223,13 +223,13 @@ def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw, curvature=
     from .solver import train_level
 
     kw = dict(solver_kw)
-    if warm != "proximal" or ((not kw.get("bias", 1.0) or BIAS_ANCHOR == 1.0) and curvature is None):
+    b_hold = BIAS_ANCHOR if warm == "proximal" and kw.get("bias", 1.0) else 1.0
+    if warm != "proximal" or (b_hold == 1.0 and curvature is None):
         return train_level(X, Y, parent_of, active, init=init, warm=warm, n_threads=n_threads, **kw)
     d = init.shape[0] - 1
     hold = np.ones(d, dtype=np.float64) if curvature is None else np.sqrt(np.asarray(curvature, dtype=np.float64))
     if curvature is not None:
         X = sp.csr_matrix(X @ sp.diags(1.0 / hold), dtype=np.float32)
-    b_hold = BIAS_ANCHOR if kw.get("bias", 1.0) else 1.0
     kw["bias"] = kw.get("bias", 1.0) / b_hold
     scale = sp.diags(np.r_[hold, b_hold].astype(np.float32))
     W = train_level(X, Y, parent_of, active, init=sp.csc_matrix(scale @ init), warm=warm, n_threads=n_threads, **kw)

@@ -151,7 +151,7 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
     cal.fit_info = info
     cal.unseen_mass = unseen_mass(Y_valid, fit_counts)
     # after a refit: its label counts say which are unseen; the prior is measured against the fitting part's
-    valid_texts = subset(ds, valid_rows).texts if ds.texts is not None else None
+    valid_texts = _rows(ds.texts, valid_rows) if ds.texts is not None else None
     attach_route(model, valid_texts, Y_valid, fit_counts=fit_counts)
     return info
 
