@@ -149,6 +149,43 @@ def test_pin_dual_a_pool_with_a_label_without_document_uses_its_text_embedding_a
     np.testing.assert_allclose(v.detach().numpy(), _unit(e + np.array([[1.0], [0.0]]) * W[pool]), atol=1e-4)
 
 
+def test_pin_dual_a_step_gathers_only_the_pools_free_rows_and_lazy_adam_leaves_row_0_alone(dual_net):
+    """A label without a free vector (castles) in the pool must not make row 0 a placeholder: the step's rows
+    are the pool's labels *with* a free vector, so LazyAdam leaves the weight and the moments of every other
+    row -- row 0 included -- exactly as they were (SparseAdam's rule: an untouched row does not move)."""
+    import torch
+
+    from xmtc.neural.heads import LazyAdam, merge_row_grads
+
+    net, Y, W = dual_net
+    head, castles = net.sparse_heads["free"], DE_NAMES.index("castles")
+    saved = head.weight.clone()
+    opt = LazyAdam(head, lr=0.1)
+    rep = torch.from_numpy(np.random.default_rng(3).standard_normal((2, W.shape[1])).astype(np.float32))
+    try:
+        def step(cols):
+            Yb = sp.csr_matrix((np.ones(len(cols), np.float32), (np.arange(len(cols)), cols)),
+                               shape=(len(cols), Y.shape[1]))
+            out = net.training_loss(rep[:len(cols)], Yb)
+            out.loss.backward()
+            rows = [hb for name, hb in out.rows if name == "free"]
+            if rows:
+                opt.step(*merge_row_grads([hb.grads() for hb in rows]))
+            return [hb.rows.tolist() for hb in rows]
+
+        assert step([0, 1]) == [[0, 1]]            # label 0 (birds) trained: row 0 now has moments
+        w0, m0, v0 = head.weight[0].clone(), opt.m_w[0].clone(), opt.v_w[0].clone()
+        assert m0.abs().sum() > 0
+        assert step([1, castles]) == [[1]]         # fungi and castles: only fungi's row is touched
+        assert torch.equal(head.weight[0], w0) and torch.equal(opt.m_w[0], m0) and torch.equal(opt.v_w[0], v0)
+        assert step([castles]) == []               # no free vector in the pool: no row at all
+        assert torch.equal(head.weight[0], w0) and torch.equal(opt.m_w[0], m0)
+    finally:
+        with torch.no_grad():
+            head.weight.copy_(saved)
+        net.tower().zero_grad(set_to_none=True)
+
+
 def test_pin_dual_labels_added_to_the_network_are_found_under_their_ids(dual_net, tiny_bert):
     import copy
 

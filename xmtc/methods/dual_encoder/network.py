@@ -148,13 +148,15 @@ class DualEncoderNetwork(Network):
         batch = self.label_tok.batch(pool, device)
         out = self.tower()(**batch)
         e = torch.nn.functional.normalize(mean_pooled(out.last_hidden_state, batch["attention_mask"]).float(), dim=-1)
-        if "free" not in self.sparse_heads:
+        free = self.has_free[pool] if "free" in self.sparse_heads else np.zeros(pool.size, dtype=bool)
+        if not free.any():
             return e, []
+        # only the pool's labels with a free vector are gathered: a label without one adds nothing, and no
+        # stand-in row may join the step (a gathered row gets a LazyAdam update even at zero gradient)
         head = self.sparse_heads["free"]
-        free = self.has_free[pool]
-        ids = torch.from_numpy(np.where(free, pool, 0)).to(head.weight.device)
-        hb = head.gather(ids[None, :])
-        w = hb.w[hb.local[0]].to(e.device) * torch.from_numpy(free).to(e.device, torch.float32)[:, None]
+        hb = head.gather(torch.from_numpy(pool[free]).to(head.weight.device)[None, :])
+        at = torch.from_numpy(np.flatnonzero(free)).to(e.device)
+        w = e.new_zeros(e.shape).index_copy(0, at, hb.w[hb.local[0]].to(e.device, e.dtype))
         return torch.nn.functional.normalize(e + w, dim=-1), [("free", hb)]
 
     # -- training ----------------------------------------------------------------------------------------
