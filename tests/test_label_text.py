@@ -98,6 +98,22 @@ def test_encoder_scorer_saves_and_loads(tiny_bert, tmp_path):
     np.testing.assert_allclose(model.label_scores(["wild mushrooms"]), E @ L.T, rtol=1e-4, atol=1e-5)
 
 
+def test_encoder_label_scores_drop_the_indexs_padding_instead_of_writing_it_into_label_0(tiny_bert):
+    # an index that holds fewer vectors than labels (here label p2 taken out) pads each row with id -1:
+    # the padding is no label, so label 0 keeps its cosine and only the missing label scores 0
+    vocab = LabelVocab(["p0", "p1", "p2"], texts=["railways", "mushrooms fungi", "medieval castles"])
+    model = LabelText(scorer="encoder", encoder=tiny_bert, max_length=16).fit(
+        ["trains"], [["p0"]], labels=vocab, progress=False)
+    assert model.index_.remove([2]) == 1
+    ids, _ = model.index_.search(model.embedder_.embed(["wild mushrooms"]), 3)
+    assert ids[0, -1] == -1                                              # the padding this test is about
+    E = model.embedder_.embed(["wild mushrooms"])
+    want = E @ model.embedder_.embed(vocab.texts).T
+    want[:, 2] = 0.0
+    assert abs(want[0, 0]) > 1e-3                                        # label 0's cosine is not 0 itself
+    np.testing.assert_allclose(model.label_scores(["wild mushrooms"]), want, rtol=1e-4, atol=1e-5)
+
+
 # -- PEFA: kNN voting + label-text similarity ----------------------------------------------------------
 
 

@@ -198,7 +198,8 @@ class LabelText(XMCModel):
         if self.scorer == "encoder":
             ids, scores = self.index_.search(self.embedder_.embed(texts), len(self.labels_))
             out = np.zeros((len(texts), len(self.labels_)), np.float32)
-            np.put_along_axis(out, np.where(ids >= 0, ids, 0), np.where(ids >= 0, scores, 0), axis=1)
+            rows, cols = np.nonzero(ids >= 0)  # -1 pads a row where the index holds fewer vectors: no label
+            out[rows, ids[rows, cols]] = scores[rows, cols]
             return out
         return (self.featurizer_.transform(texts) @ self.label_matrix_).toarray()
 
