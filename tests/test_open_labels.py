@@ -152,6 +152,47 @@ def test_labels_add_then_remove(open_split, capsys):
     capsys.readouterr()
 
 
+def test_a_label_without_text_is_routed_by_its_name_and_one_with_neither_is_not_routed_and_said_so(
+        open_split, capsys):
+    """The training rule (``read_label_file`` + ``LabelRoute.fit``): a label's text, else its display name;
+    with neither it is not routed. ``labels add`` follows it whatever columns the new labels come with
+    (a file with empty cells, a vocabulary without a names column), and so does the saved model."""
+    from xmtc.data import LabelVocab
+    from xmtc.models.open_labels import add_labels
+
+    d, unseen, texts = open_split
+    header = "#id\turi\tprefLabel\tlabel_text"
+    (d / "anon.tsv").write_text(f"{header}\np-named\t\tmedieval castles\t\np-anon\t\t\t\n", encoding="utf-8")
+    assert main(["train", str(d / "train.tsv"), "--label-file", str(d / "seen.tsv"), "-o", str(d / "m_anon"),
+                 "--n-trees", "1", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["labels", "add", str(d / "m_anon"), str(d / "anon.tsv"), "-q"]) == 0   # not refused as a whole
+    out = capsys.readouterr().out
+    assert out.startswith("added 2, updated 0, unchanged 0 labels") and "1 without a name or text" in out
+    model = xmtc.load(d / "m_anon")
+    named, anon = model.labels_.index["p-named"], model.labels_.index["p-anon"]
+    routed = dict(zip(model.label_route_.label_ids.tolist(), range(len(model.label_route_))))
+    assert named in routed and anon not in routed
+    assert model.labels_.texts[named] == "medieval castles" and model.labels_.texts[anon] == ""
+    want = model.label_route_.featurizer.transform(["medieval castles"]).toarray()[0]
+    np.testing.assert_allclose(model.label_route_.M[routed[named]].toarray()[0], want, rtol=1e-6)
+    assert "p-named" in _suggested(model, "medieval castles", 5) and "p-anon" not in _suggested(model, "p-anon", 50)
+    # the same through the API with no names column: the id is not a text, the label is not routed either
+    n_routed = len(model.label_route_)
+    changes = add_labels(model, LabelVocab(["p-bare"]))
+    assert changes.added == 1 and changes.unrouted == 1 and len(model.label_route_) == n_routed
+    assert model.labels_.texts[-1] == "" and "p-bare" not in _suggested(model, "p-bare", 50)
+    # a known label without text given a name later (names column only) is routed by that name, as in training
+    changes = add_labels(model, LabelVocab(["p-anon"], display=["wooden sailing boats"]))
+    assert changes.updated == 1 and changes.unrouted == 0
+    assert anon in model.label_route_.label_ids.tolist() and model.labels_.texts[anon] == "wooden sailing boats"
+    assert "p-anon" in _suggested(model, "wooden sailing boats", 5)
+    model.save(d / "m_anon2")
+    loaded = xmtc.load(d / "m_anon2")
+    assert loaded.label_route_.label_ids.tolist() == model.label_route_.label_ids.tolist()
+    assert loaded.labels_ == model.labels_
+
+
 def test_serve_reloads_a_rewritten_folder_and_answers_for_new_labels_with_their_uris(open_split, tmp_path):
     pytest.importorskip("fastapi", reason="the serve extra is not installed")
     import shutil

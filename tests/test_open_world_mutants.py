@@ -718,7 +718,8 @@ def test_pin_open_labels_a_release_fills_the_columns_a_model_lacks():
     assert (changes.added, changes.updated, changes.unchanged, changes.restored) == (2, 1, 0, 0)
     v = model.labels_
     assert v.names == ["p0", "p1", "p2", "p3", "p4"] and v.display == ["", "Uno", "", "Three", "Four"]
-    assert v.texts == ["p0", "one text", "p2", "three text", "Four"] and v.uris == ["u0", "u1", "u2", "", ""]
+    # a label's text is its text, else its name, never its id (training's rule): p0 and p2 have neither
+    assert v.texts == ["", "one text", "", "three text", "Four"] and v.uris == ["u0", "u1", "u2", "", ""]
     route = model.label_route_
     assert route.label_ids.tolist() == [3, 4] and model.label_counts_.tolist() == [2, 1, 0, 0, 0]
     np.testing.assert_allclose(route.M.toarray(), route.featurizer.transform(["three text", "Four"]).toarray())
@@ -728,11 +729,12 @@ def test_pin_open_labels_a_release_fills_the_columns_a_model_lacks():
                                            uris=["u1", "u5"]))
     assert (changes.added, changes.updated, changes.unchanged, changes.restored) == (1, 1, 0, 0)
     v = model.labels_
-    assert v.display == ["", "", "", "Five"] and v.texts == ["p0", "p1", "p2", "five text"]
+    assert v.display == ["", "", "", "Five"] and v.texts == ["", "", "", "five text"]
     assert v.uris == ["", "u1", "", "u5"] and model.label_route_.label_ids.tolist() == [3]
-    # a release of ids only: an added label's id is its text
-    assert add_labels(model, LabelVocab(["p6"])).added == 1
-    assert model.labels_.texts[-1] == "p6" and model.label_route_.label_ids.tolist() == [3, 4]
+    # a release of ids only: an id is no text, the added label is not routed and is counted as such
+    changes = add_labels(model, LabelVocab(["p6"]))
+    assert changes.added == 1 and changes.unrouted == 1
+    assert model.labels_.texts[-1] == "" and model.label_route_.label_ids.tolist() == [3]
 
 
 # -- the tree update: placement, refits, fresh labels against remembered rows ------------------------------------

@@ -125,28 +125,37 @@ class LabelChanges(int):
     file's labels. ``restored``: how many known ones were removed labels, now unmasked.
 
     An ``int`` whose value is ``added + restored`` (the labels the model can now suggest that it could not),
-    what ``add_labels`` returned before it took known labels, so code that counts on it keeps working."""
+    what ``add_labels`` returned before it took known labels, so code that counts on it keeps working.
+    ``unrouted``: added labels with neither a name nor a text, which a method that routes label texts
+    cannot suggest (0 for methods that index label texts themselves)."""
 
     added: int
     updated: int
     unchanged: int
     restored: int
+    unrouted: int
 
-    def __new__(cls, added: int, updated: int, unchanged: int, restored: int) -> "LabelChanges":
+    def __new__(cls, added: int, updated: int, unchanged: int, restored: int, unrouted: int = 0) -> "LabelChanges":
         obj = super().__new__(cls, added + restored)
         obj.added, obj.updated, obj.unchanged, obj.restored = added, updated, unchanged, restored
+        obj.unrouted = unrouted
         return obj
 
     def __repr__(self) -> str:
+        extra = f", unrouted={self.unrouted}" if self.unrouted else ""
         return (f"LabelChanges(added={self.added}, updated={self.updated}, unchanged={self.unchanged},"
-                f" restored={self.restored})")
+                f" restored={self.restored}{extra})")
 
     def summary(self) -> str:
-        """One line for people: ``added 3, updated 2, unchanged 1,994 labels (1 removed label restored)``."""
+        """One line for people: ``added 3, updated 2, unchanged 1,994 labels (1 removed label restored)``;
+        added labels with neither a name nor a text are counted apart (nothing can suggest them)."""
         line = f"added {self.added:,}, updated {self.updated:,}, unchanged {self.unchanged:,} labels"
+        notes = []
         if self.restored:
-            line += f" ({self.restored:,} removed label{'s' if self.restored != 1 else ''} restored)"
-        return line
+            notes.append(f"{self.restored:,} removed label{'s' if self.restored != 1 else ''} restored")
+        if self.unrouted:
+            notes.append(f"{self.unrouted:,} without a name or text, not suggested until learned from documents")
+        return line + (f" ({'; '.join(notes)})" if notes else "")
 
 
 def add_labels(model, new: LabelVocab) -> LabelChanges:
@@ -157,13 +166,16 @@ def add_labels(model, new: LabelVocab) -> LabelChanges:
     its vocabulary entry changes. A removed label in the file is unmasked. On an error nothing changes.
 
     Methods that score label texts natively (``model.add_labels``: dual encoder, label-text, knn) index the
-    added labels themselves; a known label's new text reaches their index when they are next trained."""
+    added labels themselves; a known label's new text reaches their index when they are next trained.
+
+    A label's text is the one training reads (:func:`~xmtc.data.labels.read_label_file`, the route's
+    :meth:`~xmtc.models.label_route.LabelRoute.fit`): its text, else its display name -- whichever columns
+    ``new`` comes with. A label with neither is added but cannot be routed (its id is no text): it is counted
+    in ``unrouted`` and a warning says so; learning documents of it makes it suggestible."""
     vocab = model.labels_
+    new = _texts_or_names(new)
     fresh = [j for j, n in enumerate(new.names) if n not in vocab.index]
-    texts = [new.texts[j] if new.texts and new.texts[j] else (new.display[j] if new.display else new.names[j])
-             for j in fresh]
-    if any(not t.strip() for t in texts):
-        raise ConfigError("every added label needs a text (or at least a name) to be suggested by")
+    texts = [new.texts[j] for j in fresh]
     native = hasattr(model, "add_labels")  # the method embeds label texts itself
     route = getattr(model, "label_route_", None)
     if fresh and not native and route is None:
@@ -181,8 +193,15 @@ def add_labels(model, new: LabelVocab) -> LabelChanges:
                 raise
         else:
             model.labels_ = grown
-            route.add(np.arange(len(vocab), len(vocab) + len(fresh)), texts)
+            routable = [i for i, t in enumerate(texts) if t.strip()]
+            route.add(len(vocab) + np.asarray(routable, dtype=np.int64), [texts[i] for i in routable])
         _grow_label_arrays(model, len(fresh))
+    unrouted = 0 if native else sum(1 for t in texts if not t.strip())
+    if unrouted:
+        log.warning("%d added label%s without a name or text cannot be suggested by text (a label id is no"
+                    " text): give %s a name or text with `xmtc labels add`, or learn documents of %s",
+                    unrouted, "s" if unrouted != 1 else "", "them" if unrouted != 1 else "it",
+                    "them" if unrouted != 1 else "it")
     retexted = [c for c, fields in changes.items() if "text" in fields]
     if retexted and native:
         log.warning("%d known label%s got a new text: this %s model scores by the texts it indexed until it"
@@ -195,7 +214,15 @@ def add_labels(model, new: LabelVocab) -> LabelChanges:
     if back:
         removed[back] = False
     n_known = len(new) - len(fresh)
-    return LabelChanges(len(fresh), len(changes), n_known - len(changes), len(back))
+    return LabelChanges(len(fresh), len(changes), n_known - len(changes), len(back), unrouted)
+
+
+def _texts_or_names(new: LabelVocab) -> LabelVocab:
+    """``new`` with each label's text its text, else its display name, else empty (the rule of
+    :func:`~xmtc.data.labels.read_label_file`; never the id)."""
+    texts = [(new.texts[j] if new.texts is not None else "").strip() or
+             (new.display[j] if new.display is not None else "").strip() for j in range(len(new))]
+    return LabelVocab(new.names, display=new.display, texts=texts, uris=new.uris)
 
 
 def _updated_vocab(vocab: LabelVocab, new: LabelVocab) -> tuple[LabelVocab, dict[int, set[str]]]:
@@ -214,11 +241,16 @@ def _updated_vocab(vocab: LabelVocab, new: LabelVocab) -> tuple[LabelVocab, dict
             if not value:
                 continue
             if cols[key] is None:  # a column the model lacks: texts default to names, as in _grown_vocab
-                cols[key] = list(vocab.display or vocab.names) if key == "texts" else [""] * len(vocab)
+                cols[key] = _default_texts(vocab) if key == "texts" else [""] * len(vocab)
             if cols[key][c] != value:
                 cols[key][c] = value
                 changes.setdefault(c, set()).add(field)
     return LabelVocab(vocab.names, display=cols["display"], texts=cols["texts"], uris=cols["uris"]), changes
+
+
+def _default_texts(vocab: LabelVocab) -> list[str]:
+    """The texts of a vocabulary without a texts column: each label's display name, empty where it has none."""
+    return list(vocab.display) if vocab.display is not None else [""] * len(vocab)
 
 
 def _grown_vocab(vocab: LabelVocab, new: LabelVocab, fresh: list[int], texts: list[str]) -> LabelVocab:
@@ -230,7 +262,7 @@ def _grown_vocab(vocab: LabelVocab, new: LabelVocab, fresh: list[int], texts: li
         return base + [theirs[j] if theirs is not None else "" for j in fresh]
 
     return LabelVocab(vocab.names + [new.names[j] for j in fresh], display=column(vocab.display, new.display),
-                      texts=(list(vocab.texts) if vocab.texts is not None else list(vocab.display or vocab.names))
+                      texts=(list(vocab.texts) if vocab.texts is not None else _default_texts(vocab))
                       + texts, uris=column(vocab.uris, new.uris))
 
 
