@@ -722,3 +722,19 @@ def test_label_files_without_a_uri_column_give_no_uris(tmp_path):
         assert vocab.uris is None and vocab.uri(0) == "acq" and "uris" not in vocab.to_json()
     short = put(tmp_path / "short.tsv", "#id\tname\turi\np1\tFirst\n")
     raises_at(short, 2, "expected 3 tab-separated columns", read_label_uris, short)
+
+
+@pytest.mark.parametrize("name,content", [
+    ("train.tsv", "p1,p2\ttrains and boats\np1\ttrains\n"),
+    ("train.jsonl", '{"text": "trains and boats", "labels": ["p1", "p2"]}\n{"text": "trains", "labels": ["p1"]}\n'),
+    ("train.txt", "2 3 2\n0,1 0:1.0 2:0.5\n0 1:1.0\n"),       # Extreme Classification bag of words
+    ("train", "p1,p2\ttrains and boats\np1\ttrains\n"),       # no extension: the format is guessed
+])
+def test_a_training_file_saved_with_a_utf8_bom_reads_as_without_it(tmp_path, name, content):
+    (tmp_path / "plain").mkdir(), (tmp_path / "bom").mkdir()
+    plain = put(tmp_path / "plain" / name, content)
+    bom = put(tmp_path / "bom" / name, b"\xef\xbb\xbf" + content.encode("utf-8"))
+    a, b = read_dataset(plain), read_dataset(bom)
+    assert b.labels.names == a.labels.names and "\ufeff" not in "".join(b.labels.names)
+    assert b.texts == a.texts and (b.Y != a.Y).nnz == 0
+    assert (a.X is None and b.X is None) or (a.X != b.X).nnz == 0

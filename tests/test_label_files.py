@@ -253,3 +253,18 @@ def test_the_dual_encoder_adds_new_labels_and_renames_known_ones(tiny_bert, capl
     assert model.predict(["lighthouses of the baltic coast"], 1)[0][0][0] == "p3"
     assert caplog.messages == ["1 known label got a new text: this dual-encoder model scores by the texts it"
                                " indexed until it is trained again"]
+
+
+@pytest.mark.parametrize("layout", ["#id\tprefLabel\tlabel_text\np1\trailways\tthe railways\np2\tboats\tboats\n",
+                                    "p1\trailways\tthe railways\np2\tboats\tboats\n"])
+def test_a_label_file_saved_with_a_utf8_bom_reads_as_without_it(tmp_path, layout):
+    # Excel's "UTF-8" CSV/TSV and Notepad put EF BB BF before the first line: it is no part of the first label id
+    plain, bom = tmp_path / "plain.tsv", tmp_path / "bom.tsv"
+    plain.write_text(layout, encoding="utf-8")
+    bom.write_bytes(b"\xef\xbb\xbf" + layout.encode("utf-8"))
+    want = {"p1": ("railways", "the railways"), "p2": ("boats", "boats")}
+    assert read_label_file(plain) == want and read_label_file(bom) == want
+    assert read_label_file(bom, ["p1", "p2"]) == want
+    gz = tmp_path / "bom.tsv.gz"
+    gz.write_bytes(gzip.compress(bom.read_bytes()))
+    assert read_label_file(gz) == want

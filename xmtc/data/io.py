@@ -9,9 +9,10 @@ a pipe). Gzip is recognised by its magic bytes rather than the file name, so ``t
 really gzipped (or ``.gz`` that is not) still reads, from a file or a pipe alike.
 
 Lines end at ``\n`` (a ``\r`` before it is dropped), and each line is decoded on its own, so a byte
-that is not UTF-8 is reported on its exact line in one pass. Writers go through
-:func:`atomic_output`: a crash or a bad row half-way never leaves a truncated file where a good one
-was; ``-`` writes to standard output.
+that is not UTF-8 is reported on its exact line in one pass. A UTF-8 byte order mark before the first
+line (files saved by Excel or Notepad) is dropped, for every text format and the label file alike.
+Writers go through :func:`atomic_output`: a crash or a bad row half-way never leaves a truncated file
+where a good one was; ``-`` writes to standard output.
 """
 
 from __future__ import annotations
@@ -178,6 +179,8 @@ class Source:
         except UnicodeDecodeError as exc:
             self._done = True
             raise DataFormatError(self, self.lineno, f"not valid UTF-8 ({exc.reason})") from None
+        if self.lineno == 1 and text.startswith("\ufeff"):  # a UTF-8 byte order mark (Excel, Notepad): no data
+            text = text[1:]
         if text.endswith("\n"):
             text = text[:-1]
         if text.endswith("\r"):  # CRLF, or a last line cut after its CR
