@@ -9,7 +9,8 @@ with the head is kept proportional to that shortlist, never to K:
   small leaf tensors; autograd produces a dense ``|U| x h`` gradient for them and nothing for the other
   rows. (Indexing a K x h ``nn.Parameter`` instead gives a dense K x h gradient that must be
   allocated, zeroed, clipped and all-reduced every step: what this module did before, and 6 GB of
-  traffic per step at K = 10^6, h = 384.)
+  traffic per step at K = 10^6, h = 384.) A shortlist's -1 padding is no row: it scores 0, has no
+  gradient path and gathers nothing (a gathered row would get a lazy Adam step even at zero gradient).
 * **optimiser** -- a lazy Adam (:class:`LazyAdam`, the rule of ``torch.optim.SparseAdam`` and of the
   ``nn.Embedding(sparse=True)`` heads PECOS trains with ``SparseAdam``): the first/second moments and
   the weights of the touched rows are updated, rows outside the shortlist keep their moments and
@@ -48,20 +49,44 @@ def random_head(n_nodes: int, hidden: int, seed: int = 0) -> tuple[np.ndarray, n
 class HeadBatch:
     """The rows of a head one batch uses: ``rows`` (U,) unique node ids, ``w`` (U, h) and ``b`` (U,) leaf
     copies that collect the gradient, ``local`` (B, S) each shortlist entry's position in ``rows``, and
-    ``mask`` (B, S) True where the entry is padding."""
+    ``mask`` (B, S) True where the entry is padding.
+
+    Padding has no row: ``rows`` holds the real entries' ids only (a gathered row gets a LazyAdam step even
+    at zero gradient). A padded entry's ``local`` is 0, a placeholder to be masked (out of range when every
+    entry is padding and ``rows`` is empty): read the entries' rows with :meth:`weights` / :meth:`biases`
+    (zeros at padding, no gradient path to any row), not ``w[local]``, wherever the shortlist may be
+    padded."""
 
     rows: object
     w: object
     b: object
     local: object
     mask: object
+    padded: bool = False
+
+    def weights(self):
+        """(B, S, h): each entry's row of ``w``; zeros at padding."""
+        return self._at(self.w)
+
+    def biases(self):
+        """(B, S): each entry's bias; 0 at padding."""
+        return self._at(self.b)
+
+    def _at(self, t):
+        if not self.padded:
+            return t[self.local]
+        import torch
+
+        # a constant zero row past the last: padding reads it, and its gradient lands there, not in a row
+        ext = torch.cat([t, t.new_zeros((1,) + tuple(t.shape[1:]))])
+        return ext[self.local.masked_fill(self.mask, t.shape[0])]
 
     def score(self, emb):
         """Scores (B, S) of the shortlist for embeddings (B, h); padding scores 0."""
         import torch
 
-        w = self.w[self.local].to(emb.dtype)            # (B, S, h)
-        out = torch.einsum("bsh,bh->bs", w, emb) + self.b[self.local].to(emb.dtype)
+        w = self.weights().to(emb.dtype)                # (B, S, h)
+        out = torch.einsum("bsh,bh->bs", w, emb) + self.biases().to(emb.dtype)
         return out.masked_fill(self.mask, 0.0)
 
     def grads(self):
@@ -89,14 +114,24 @@ class RowSparseHead:
         return int(self.weight.shape[0])
 
     def gather(self, ids) -> HeadBatch:
-        """Leaf copies of the unique rows among ``ids`` (B, S; -1 = padding)."""
+        """Leaf copies of the unique rows among ``ids`` (B, S; -1 = padding). Padding gathers no row: with
+        none, this is exactly the gather of every entry; with some, only the real entries' rows are copied
+        (none at all when every entry is padding); see :class:`HeadBatch` for the padded entries' ``local``."""
         import torch
 
         mask = ids < 0
-        rows, inverse = torch.unique(ids.clamp_min(0), return_inverse=True)
+        padded = bool(mask.any())
+        if not padded:
+            rows, inverse = torch.unique(ids, return_inverse=True)
+            local = inverse.view(ids.shape)
+        else:
+            keep = ~mask
+            rows, inverse = torch.unique(ids[keep], return_inverse=True)
+            local = torch.zeros_like(ids)
+            local[keep] = inverse
         w = self.weight.index_select(0, rows).requires_grad_(True)
         b = self.bias.index_select(0, rows).requires_grad_(True)
-        return HeadBatch(rows=rows, w=w, b=b, local=inverse.view(ids.shape), mask=mask)
+        return HeadBatch(rows=rows, w=w, b=b, local=local, mask=mask, padded=padded)
 
     def dense_scores(self, emb):
         """Scores (B, K) of every node (levels small enough to be scored whole; prediction)."""

@@ -164,7 +164,7 @@ class LightXMLNetwork(Network):
                                        for i in range(1, self.n_layers + 1)], dim=-1))
 
     def _label_logits(self, hb, z):
-        w = hb.w[hb.local].to(z.dtype)                       # (B, S, hidden_dim); the bias stays 0
+        w = hb.weights().to(z.dtype)                         # (B, S, hidden_dim), 0 at padding; no bias
         return torch.einsum("bsd,bd->bs", w, z)
 
     def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:
