@@ -41,7 +41,7 @@ from xmtc.data.data_root import data_root  # noqa: E402
 DATA = data_root()
 RAILWAYS = ["Steam locomotives of the Finnish state railways", "Narrow-gauge railways in Finland",
             "Railway stations of Helsinki"]
-VARIANTS = {"default": {}, "no-memory": {"memory": False}}
+VARIANTS = {"default": {}, "no-memory": {"memory": False}, "no-few-shot": {"few_shot": False}}
 
 
 def train_model(rows, folder: Path) -> float:

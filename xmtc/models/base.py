@@ -268,6 +268,10 @@ class XMCModel:
         raw = self._predict_batch(X, k_ask)  # first: its input checks name the bad text's line
         known = self.known_fraction(X)
         idx, scores = self.calibrated_topk(*raw, X, known=known)
+        if getattr(self, "few_shot_", None) is not None:
+            from .few_shot import merge_few_shot
+
+            idx, scores = merge_few_shot(self, idx, scores, X, known)
         calibrated = getattr(self, "calibration_", None) is not None
         return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known, calibrated)
 
@@ -349,7 +353,7 @@ class XMCModel:
     def save(self, folder: str | os.PathLike) -> str:
         """Write the model folder atomically; returns its path."""
         self._check_fitted()
-        writer = ModelWriter(folder)
+        writer = ModelWriter(folder, stamp=True)  # written from this fitted model: its next load need not re-check
         try:
             stages = [{"name": "labels", "type": "label-vocab", "file": writer.json("labels", self.labels_.to_json())},
                       {"name": "label-stats", "type": "label-counts",

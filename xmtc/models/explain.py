@@ -21,6 +21,9 @@ by their text merged in, removed labels never shown). ``display`` is the label's
   the route's map turned into ``score``. ``terms`` are the n-grams the two share (word-boundary spaces
   kept: ``" rai"``), each weighted ``x_j * m_j``; they sum exactly to the cosine, and ``margin`` is the
   cosine with ``bias`` 0, so ``sum(term weights) + bias == margin`` holds for either source.
+* ``"few-shot"``: the flat ranker of a label learned from a few documents (:mod:`xmtc.models.few_shot`) gave the
+  score (it beat the trees' calibrated score for the label). ``terms`` are TF-IDF n-grams, each ``x_j * w_j`` of
+  that ranker, ``margin`` its decision value and ``bias`` its bias's share, so the sum holds here too.
 * ``None``: the label cannot be explained; ``"reason"`` says why, ``terms`` is empty and ``margin`` /
   ``bias`` are ``None``. The label is still listed, with its score, in its place.
 
@@ -64,7 +67,7 @@ import scipy.sparse as sp
 from ..errors import ConfigError
 
 EMBEDDING_TERM = "[embedding]"
-RANKER, LABEL_TEXT = "ranker", "label-text"  # an explanation's ``source``
+RANKER, LABEL_TEXT, FEW_SHOT = "ranker", "label-text", "few-shot"  # an explanation's ``source``
 
 
 def _check_k(name: str, value: Any) -> int:
@@ -253,11 +256,14 @@ def label_evidence(model, texts, labels_per_row: list[list[int]],
     n_ranked = _ranked_labels(model, emb)
     route = _route(model, texts)
     pos_of = {j: p for p, j in enumerate(route.label_ids.tolist())} if route is not None else {}
+    few = getattr(model, "few_shot_", None)
+    flat = set(few.label_ids.tolist()) if few is not None and len(few) and emb is None else set()
     sug_idx = np.asarray(suggested[0])
     from_route: set[tuple[int, int]] = set()
     suggested_sets = [set(row.tolist()) for row in sug_idx]
-    if pos_of:
-        cand = [(i, j) for i, row in enumerate(labels_per_row) for j in row if j in pos_of and j in suggested_sets[i]]
+    if pos_of or flat:
+        cand = [(i, j) for i, row in enumerate(labels_per_row) for j in row
+                if (j in pos_of or j in flat) and j in suggested_sets[i]]
         if cand:
             own_idx, own_sc = _own_topk(model, X_feat, emb, texts, sug_idx.shape[1])
             sug_score = {(i, int(j)): s for i, (r_idx, r_sc) in enumerate(zip(sug_idx, np.asarray(suggested[1])))
@@ -271,7 +277,9 @@ def label_evidence(model, texts, labels_per_row: list[list[int]],
     for i, row in enumerate(labels_per_row):
         src = []
         for j in row:
-            if (i, j) in from_route or (j not in suggested_sets[i] and j >= n_ranked and j in pos_of):
+            if (i, j) in from_route and j in flat:
+                src.append(FEW_SHOT)
+            elif (i, j) in from_route or (j not in suggested_sets[i] and j >= n_ranked and j in pos_of):
                 src.append(LABEL_TEXT)
             elif j < n_ranked:
                 src.append(RANKER)
@@ -291,6 +299,11 @@ def label_evidence(model, texts, labels_per_row: list[list[int]],
         for j, s in zip(row, src):
             if s == RANKER:
                 evidence.append({"source": RANKER, **next(it)})
+            elif s == FEW_SHOT:
+                weights, bias, margin = few.evidence(X_feat[i], j)
+                name = term_namer(model)
+                evidence.append({"source": FEW_SHOT, "weights": {name(f): w for f, w in weights.items()},
+                                 "margin": margin, "bias": bias})
             elif s == LABEL_TEXT:
                 c = ngram_contributions(text_rows[i], route.M[pos_of[j]], names)
                 evidence.append({"source": LABEL_TEXT, "weights": c["weights"], "margin": c["cosine"], "bias": 0.0,
@@ -310,7 +323,7 @@ def _entry(vocab, j: int, score: float, ev: dict, n_terms: int) -> dict:
     out.update(margin=float(ev["margin"]), bias=float(ev["bias"]))
     if "cosine" in ev:
         out["cosine"] = float(ev["cosine"])
-    mixed = ev["source"] not in (RANKER, LABEL_TEXT)
+    mixed = ev["source"] not in (RANKER, LABEL_TEXT, FEW_SHOT)
     out["terms"] = [{"term": t[1], "weight": float(w), "source": t[0]} if mixed else {"term": t, "weight": float(w)}
                     for t, w in terms]
     return out
@@ -367,7 +380,7 @@ def _combine(parts: list[tuple[float, dict]]) -> dict:
         reason = parts[0][1]["reason"] if parts else "no member of the ensemble knows this label"
         return {"source": None, "reason": reason}
     total = sum(w for w, _ in usable)
-    kinds = sorted({ev["source"] for _, ev in usable}, key=[RANKER, LABEL_TEXT].index)
+    kinds = sorted({ev["source"] for _, ev in usable}, key=[RANKER, LABEL_TEXT, FEW_SHOT].index)
     mixed = len(kinds) > 1
     acc = {"source": "+".join(kinds), "weights": {}, "margin": 0.0, "bias": 0.0}
     for w, ev in usable:

@@ -15,7 +15,10 @@ Which methods can (``XMCModel.can_learn``), and what they do:
   34.88 to 35.50 / 35.82 / 35.67 for anchor 2 / 4 / 8 (36.36 retrained on all), and anchor 1 fell below the
   start (raw scores 34.80 -> 34.57); on the bundled sample 2 was best (4 cost 0.3 P@1). 4 is the default.
   With the old documents at hand, ``replay=(X_old, Y_old)`` refits on old + new instead (the node's full objective,
-  dual-warm-started): as accurate as a retrain on the same tree, but no faster than one.
+  dual-warm-started): as accurate as a retrain on the same tree, but no faster than one. A label learned from
+  2-5 documents is scored flat as well, by a ranker fitted against the remembered rows and a probability
+  counted on them (:mod:`xmtc.models.few_shot`): the trees reach it only through clusters its few documents
+  barely moved.
 * **The neural methods** (xr-transformer, x-transformer, lightxml, cascadexml, elias, aplc) refuse with
   one line: their encoder and label layers would need further fine-tuning on new and replayed old data,
   which xmtc does not do; updating only the linear rankers of xr-/x-transformer would leave the encoder
@@ -68,7 +71,7 @@ def check_can_learn(model: Any) -> None:
 
 def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = ANCHOR,
                      memory: bool = True, whole_memory_refit: bool = True, curvature: bool = False,
-                     progress: bool = False):
+                     few_shot: bool = True, progress: bool = False):
     """XR-Linear's learn (see the module doc); ``model`` is updated in place and returned.
 
     ``Y``: label-name lists (names the model lacks become new labels, appended after its labels in sorted
@@ -79,7 +82,8 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     False keeps the proximal update there too and uses the memory for the fresh labels only, as with a sample
     (``xmtc train``'s fold-in of its calibration split, :mod:`xmtc.models.calibrated_fit`). ``curvature``: the
     proximal refits hold each feature by the remembered rows' curvature (:func:`xmtc.linear.update.old_curvature`,
-    at the fit's C) instead of one ``anchor`` for every feature.
+    at the fit's C) instead of one ``anchor`` for every feature. ``few_shot``: labels learned from a few documents
+    are scored flat as well (:mod:`xmtc.models.few_shot`); False leaves them to the trees alone (for comparison).
     """
     from ..linear.update import update
     from ..native import resolve_threads
@@ -132,8 +136,10 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         log.info("tree %d: learned %d documents, %d new labels, refitted nodes per level %s in %.1fs", t, n,
                  report["new_labels"], report["refitted"], report["seconds"])
         new_models.append(updated)
+    few_shot = _few_shot_after(model, X_feat, Y_new, cold, kept if few_shot else None)
     # nothing of the model changes until every tree is done: a failure above leaves it as it was
     model.models_ = new_models
+    model.few_shot_ = few_shot
     counts = np.zeros(len(vocab), dtype=np.int64)
     counts[:model.label_counts_.size] = model.label_counts_
     counts_before, n_before = model.label_counts_, int(model.n_train_)
@@ -144,6 +150,23 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     model.labels_ = vocab
     _follow_labels(model, X_feat, Y_new)
     return model
+
+
+def _few_shot_after(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix, cold: np.ndarray, kept):
+    """The few-shot rankers after this learn (:mod:`xmtc.models.few_shot`): labels that had no ranker before it
+    and have at most ``FEW`` documents now are scored flat as well; ``kept``: the memory before it takes in
+    the new rows (None: the stage stays as it is)."""
+    from ..linear.update import fresh_columns
+    from ..native import resolve_threads
+    from .few_shot import FewShotRankers
+
+    cfg = model.config
+    stage = getattr(model, "few_shot_", None)
+    if stage is None:
+        stage = FewShotRankers.empty(X_feat.shape[1], cfg.bias)
+    fresh = fresh_columns(model.n_labels, Y_new.shape[1], cold)
+    return stage.updated(X_feat, Y_new, fresh, kept, C_pos=cfg.C_pos, C_neg=cfg.C_neg, tol=cfg.tol,
+                         max_iter=cfg.max_iter, threshold=cfg.threshold, n_threads=resolve_threads(cfg.n_threads))
 
 
 def _follow_labels(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix) -> None:

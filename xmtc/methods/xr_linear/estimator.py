@@ -41,6 +41,8 @@ yso-finna-en-2k-20k with ``benchmarks/linear.py --tree-seeds 0,1,2,3,4`` and ``-
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import time
 from dataclasses import dataclass
@@ -150,7 +152,8 @@ class XRLinear(XMCModel):
     def _params_from_manifest(cls, reader: ModelReader) -> dict:
         # saved before rows of given features were normalised: they were used as given, so they stay so
         params = dict(reader.manifest.get("params") or {})
-        params.setdefault("normalize_features", False)
+        if "normalize_features" in {f.name for f in dataclasses.fields(cls.config_class)}:  # not the subclasses'
+            params.setdefault("normalize_features", False)
         reader.manifest["params"] = params
         return super()._params_from_manifest(reader)
 
@@ -222,7 +225,7 @@ class XRLinear(XMCModel):
             log.info("tree %d/%d: levels %s, linear models %.1fs", t + 1, n_trees, tree.level_sizes,
                      time.perf_counter() - t2)
             self.models_.append(model)
-        self.memory_ = None
+        self.memory_ = self.few_shot_ = None
         if cfg.memory_rows > 0:
             from ...models.memory import TrainingMemory
 
@@ -232,20 +235,23 @@ class XRLinear(XMCModel):
         return self
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
-              whole_memory_refit: bool = True, curvature: bool = False, progress: bool = False) -> "XRLinear":
+              whole_memory_refit: bool = True, curvature: bool = False, few_shot: bool = True,
+              progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
         vocabulary and tree stay, new labels join the leaf cluster their documents are routed to, and only
         nodes whose training data changed are refitted, pulled toward their old weights with strength
         ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too; a label without a ranker so far
         is fitted against the remembered training rows (``memory=False``: on its new documents alone, for
         comparison; ``whole_memory_refit=False``: the proximal update even when every training row is remembered;
-        ``curvature``: each feature held by the remembered rows' curvature instead of one ``anchor``).
+        ``curvature``: each feature held by the remembered rows' curvature instead of one ``anchor``; ``few_shot``:
+        labels learned from 2-5 documents scored flat as well, :mod:`xmtc.models.few_shot`).
         See :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
         """
         from ...models.learning import learn_tree_model
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, memory=memory,
-                                whole_memory_refit=whole_memory_refit, curvature=curvature, progress=progress)
+                                whole_memory_refit=whole_memory_refit, curvature=curvature, few_shot=few_shot,
+                                progress=progress)
 
     def fit_featurizer(self, texts: Any) -> sp.csr_matrix:
         """Fit the TF-IDF featurizer on ``texts`` and return their features, for fits on rows of them
@@ -333,6 +339,13 @@ class XRLinear(XMCModel):
             params, arrays = memory.to_arrays()
             stages.append({"name": STAGE, "type": "sparse-rows", "params": params,
                            "file": writer.arrays("training_memory", arrays)})
+        few_shot = getattr(self, "few_shot_", None)
+        if few_shot is not None and len(few_shot):
+            from ...models.few_shot import STAGE as FEW_SHOT
+
+            params, arrays = few_shot.to_arrays()
+            stages.append({"name": FEW_SHOT, "type": "flat-rankers", "params": params,
+                           "file": writer.arrays("few_shot_rankers", arrays)})
         return stages
 
     def _load_stages(self, reader: ModelReader) -> None:
@@ -374,6 +387,14 @@ class XRLinear(XMCModel):
             st = reader.stage(STAGE)
             self.memory_ = TrainingMemory.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
                                                       self.n_features_, len(self.labels_), f"{reader.folder / st['file']}")
+        self.few_shot_ = None
+        from ...models.few_shot import STAGE as FEW_SHOT, FewShotRankers
+
+        if FEW_SHOT in names:
+            st = reader.stage(FEW_SHOT)
+            self.few_shot_ = FewShotRankers.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
+                                                        self.n_features_, len(self.labels_),
+                                                        f"{reader.folder / st['file']}")
 
 
 def plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
@@ -382,8 +403,8 @@ def plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
 
 def _given_rows(X: sp.csr_matrix, cfg: XRLinearConfig) -> sp.csr_matrix:
     """Rows of given features as the model uses them: unit L2 norm with ``normalize_features`` (zero rows stay
-    zero), else as given."""
-    if not cfg.normalize_features:
+    zero), else as given (and for the subclasses, whose configs lack the field and read texts)."""
+    if not getattr(cfg, "normalize_features", False):
         return X
     from ...index.pifa import normalize_rows
 

@@ -1,0 +1,236 @@
+"""Labels learned from a few documents, scored flat (:mod:`xmtc.models.few_shot`): the probability by its
+definition, the leave-one-out and cross-fitted values against fits made one at a time, the merge, storage, and
+the stage in a model that learns, saves, explains and removes labels."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import xmtc
+from xmtc.errors import ModelFormatError
+from xmtc.linear.solver import train_level
+from xmtc.models import few_shot as fs
+from xmtc.models.few_shot import FEW, RANKS, TAIL, FewShotRankers, probability
+from xmtc.models.calibration import MIN_KNOWN
+from xmtc.models.memory import TrainingMemory
+from xmtc.models.open_labels import remove_labels
+
+from serve_support import sample_docs
+
+NEG = -np.inf
+
+
+def _pad(values, width):
+    out = np.full(width, NEG, dtype=np.float32)
+    out[:len(values)] = values
+    return out
+
+
+# -- the probability ------------------------------------------------------------------------------------
+def test_probability_counts_leave_one_out_positives_against_weighted_negatives_by_hand():
+    loo = _pad([0.5, 0.2], FEW)[None, :]
+    tail = _pad([0.4, 0.3, 0.1], TAIL)[None, :]
+    ranks = _pad([], RANKS.size)[None, :]
+    s = np.array([[0.6], [0.45], [0.35], [0.15], [-1.0]])
+    p = probability(s, loo, tail, ranks, np.array([2.0]))[:, 0]
+    # s: A (loo >= s), N (negatives >= s); p = A / (A + 2 N + 1)
+    want = [0 / (0 + 0 + 1), 1 / (1 + 0 + 1), 1 / (1 + 2 + 1), 2 / (2 + 4 + 1), 2 / (2 + 6 + 1)]
+    np.testing.assert_allclose(p, want)
+
+
+def test_below_the_tail_the_count_is_read_from_the_rank_sketch():
+    loo = _pad([0.0, 0.0], FEW)[None, :]
+    tail = np.full((1, TAIL), 0.5, dtype=np.float32)  # 256 negatives at 0.5
+    ranks = _pad([0.2, -0.3], RANKS.size)[None, :]  # the 512th negative at 0.2, the 1024th at -0.3
+    p = probability(np.array([[0.4], [0.1], [-0.5]]), loo, tail, ranks, np.array([1.0]))[:, 0]
+    np.testing.assert_allclose(p, [0.0, 0.0, 2 / (2 + 1024 + 1)])
+    p = probability(np.array([[-0.1]]), _pad([0.0], FEW)[None, :], tail, ranks, np.array([1.0]))
+    np.testing.assert_allclose(p, [[1 / (1 + 512 + 1)]])
+
+
+# -- fitting: the values against one fit at a time ---------------------------------------------------------
+def _toy(seed=0, n=300, d=40):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, d, density=0.15, random_state=seed, format="csr", dtype=np.float32)
+    X = sp.csr_matrix(sp.diags(1.0 / np.maximum(np.sqrt(np.asarray(X.multiply(X).sum(1)).ravel()), 1e-6)) @ X)
+    Y = sp.csr_matrix((n, 4), dtype=np.float32)
+    P = sp.csr_matrix(rng.random((3, d)).astype(np.float32) * (rng.random((3, d)) < 0.3))
+    return X, Y, P
+
+
+SOLVER = dict(C_pos=1.0, C_neg=1.0, tol=1e-4, max_iter=2000, threshold=0.0, n_threads=1)
+
+
+def _alone(X, y, bias=1.0):
+    """One column, fitted on exactly the rows given, all active."""
+    return train_level(X, sp.csr_matrix(y[:, None].astype(np.float32)), np.zeros(1, np.int32),
+                       sp.csr_matrix(np.ones((X.shape[0], 1), np.float32)), bias=bias,
+                       **{**SOLVER, "C_neg": SOLVER["C_neg"] * 2.0})
+
+
+def _value(W, x, bias=1.0):
+    W = W.toarray()
+    return float((sp.csr_matrix(x) @ W[:-1])[0, 0] + bias * W[-1, 0])
+
+
+def test_leave_one_out_and_cross_fitted_values_match_fits_made_one_at_a_time():
+    X, Y, P = _toy()
+    mem = TrainingMemory(X, Y, seen=2 * X.shape[0], capacity=X.shape[0], seed=0)  # omega = 2
+    Y_new = sp.csr_matrix((np.ones(3, np.float32), np.full(3, 4), np.arange(4)), shape=(3, 5))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([4]), mem, **SOLVER)
+    assert stage.label_ids.tolist() == [4] and stage.omega.tolist() == [2.0]
+    n = X.shape[0]
+    # the full ranker: every remembered row a negative, the three documents positives
+    full = _alone(sp.vstack([X, P]), np.r_[np.zeros(n), np.ones(3)])
+    np.testing.assert_allclose(stage.W.toarray(), full.toarray(), atol=2e-3)
+    # leave-one-out: the ranker fitted without document i scores document i
+    for i in range(3):
+        rest = [r for r in range(3) if r != i]
+        Wi = _alone(sp.vstack([X, P[rest]]), np.r_[np.zeros(n), np.ones(2)])
+        assert stage.loo[0, i] == pytest.approx(_value(Wi, P[i]), abs=2e-3)
+    assert np.all(np.isneginf(stage.loo[0, 3:]))
+    # cross-fitting: each remembered row scored by the ranker fitted without its half
+    values = []
+    for h in (0, 1):
+        other = np.flatnonzero(np.arange(n) % 2 != h)
+        Wh = _alone(sp.vstack([X[other], P]), np.r_[np.zeros(other.size), np.ones(3)])
+        mine = X[np.flatnonzero(np.arange(n) % 2 == h)]
+        values.append(np.asarray(mine @ Wh.toarray()[:-1]).ravel() + Wh.toarray()[-1, 0])
+    want = np.sort(np.concatenate(values))[::-1][:TAIL]
+    np.testing.assert_allclose(stage.neg_tail[0, :want.size], want, atol=2e-3)
+    # the in-sample values (the documents the ranker saw) are higher than the leave-one-out ones
+    assert np.all(np.asarray(P @ full.toarray()[:-1]).ravel() + full.toarray()[-1, 0] > stage.loo[0, :3] + 0.05)
+
+
+def test_one_document_or_more_than_few_keep_a_label_out_of_the_stage():
+    X, Y, P = _toy(1)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    rows = sp.vstack([P[:1]] + [P] * 2, format="csr")  # label 4: one document; label 5: six
+    Y_new = sp.csr_matrix((np.ones(7, np.float32), np.r_[4, np.full(6, 5)], np.arange(8)), shape=(7, 6))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(rows, Y_new, np.array([4, 5]), mem, **SOLVER)
+    assert len(stage) == 0 and fs.MIN_DOCS == 2 and FEW == 5
+
+
+def test_a_stage_label_that_grows_past_few_documents_leaves_and_one_that_grows_within_is_refitted():
+    X, Y, P = _toy(2)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    two = sp.csr_matrix((np.ones(2, np.float32), [4, 4], [0, 1, 2]), shape=(2, 6))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P[:2], two, np.array([4]), mem, **SOLVER)
+    W_before = stage.W.toarray()
+    one_more = sp.csr_matrix((np.ones(1, np.float32), [4], [0, 1]), shape=(1, 6))
+    grown = stage.updated(P[2:], one_more, np.array([], dtype=np.int64), mem, **SOLVER)
+    assert grown.pos_X.shape[0] == 3 and np.isfinite(grown.loo[0, :3]).all()  # kept its two, took the third
+    assert np.abs(grown.W.toarray() - W_before).max() > 1e-3
+    many = sp.csr_matrix((np.ones(4, np.float32), [4] * 4, np.arange(5)), shape=(4, 6))
+    assert len(grown.updated(sp.vstack([P, P[:1]]), many, np.array([], dtype=np.int64), mem, **SOLVER)) == 0
+
+
+# -- merge and storage -----------------------------------------------------------------------------------
+def _hand_stage(d=3):
+    """Label 7: decision value = 2 x_0 - 1; its leave-one-out values 0.7, 0.7; negatives at 0.2, 0.0."""
+    W = sp.csc_matrix(np.array([[2.0], [0.0], [0.0], [-1.0]], dtype=np.float32))
+    return FewShotRankers([7], W, _pad([0.7, 0.7], FEW)[None], _pad([0.2, 0.0], TAIL)[None],
+                          _pad([], RANKS.size)[None], sp.csr_matrix(np.eye(2, d, dtype=np.float32)), [7, 7],
+                          [1.0], 1.0)
+
+
+def test_merge_adds_the_stage_label_where_it_beats_the_model_and_keeps_the_higher_score():
+    stage = _hand_stage()
+    X = sp.csr_matrix(np.array([[0.8, 0, 0], [0.55, 0, 0], [0.0, 1, 0]], dtype=np.float32))
+    # decision values 0.6, 0.1, -1: p = 2/(2+0+1), 2/(2+1+1), 2/(2+2+1)
+    idx = np.array([[3, 7], [3, 4], [3, 4]], dtype=np.int32)
+    sc = np.array([[0.9, 0.1], [0.9, 0.6], [0.9, 0.6]], dtype=np.float32)
+    out_i, out_s = stage.merge(idx, sc, X)
+    assert out_i.tolist() == [[3, 7], [3, 4], [3, 4]]
+    np.testing.assert_allclose(out_s, [[0.9, 2 / 3], [0.9, 0.6], [0.9, 0.6]], rtol=1e-6)
+    out_i, out_s = stage.merge(idx, np.array([[0.9, 0.1], [0.3, 0.2], [0.9, 0.6]], np.float32), X)
+    assert out_i[1].tolist() == [7, 3] and out_s[1, 0] == pytest.approx(0.5)
+    # a damped (hardly readable) text: the stage's score is cut like the model's own
+    out_i, out_s = stage.merge(idx, np.array([[0.9, 0.1], [0.3, 0.2], [0.9, 0.6]], np.float32), X,
+                               damp=np.array([1.0, 0.2, 1.0]))
+    assert out_i[1].tolist() == [3, 4]
+
+
+def test_storage_round_trips_and_refuses_a_stage_of_another_model():
+    stage = _hand_stage()
+    params, arrays = stage.to_arrays()
+    back = FewShotRankers.from_arrays(params, arrays, n_features=3, n_labels=8, where="f")
+    for name in ("label_ids", "loo", "neg_tail", "neg_ranks", "omega", "pos_owner"):
+        np.testing.assert_array_equal(getattr(back, name), getattr(stage, name))
+    assert abs(back.W - stage.W).max() == 0 and abs(back.pos_X - stage.pos_X).max() == 0
+    with pytest.raises(ModelFormatError, match="few-shot"):
+        FewShotRankers.from_arrays(params, arrays, n_features=3, n_labels=7, where="f")  # label 7 of 7
+    with pytest.raises(ModelFormatError, match="few-shot"):
+        FewShotRankers.from_arrays(params, arrays, n_features=4, n_labels=8, where="f")
+    with pytest.raises(ModelFormatError, match="few-shot"):
+        FewShotRankers.from_arrays({**params, "few": FEW + 1}, arrays, n_features=3, n_labels=8, where="f")
+
+
+# -- in a model ------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def learned(tmp_path_factory):
+    texts, labels = sample_docs(step=6)
+    cut = int(len(texts) * 0.8)
+    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2)
+    from xmtc.data.dataset import Dataset, label_matrix
+    from xmtc.models.calibrated_fit import fit_calibrated
+
+    Y, vocab = label_matrix(labels[:cut])
+    fit_calibrated(model, Dataset(texts[:cut], None, Y, vocab), progress=False)
+    music = [t for t in texts[cut:] if "music" in t.lower().split()]
+    model.learn(music[:3], [["new-music"]] * 3)
+    return model, texts, cut, music
+
+
+def test_a_label_learned_from_three_documents_joins_the_stage_and_is_scored_flat(learned):
+    model, texts, cut, music = learned
+    j = list(model.labels_.names).index("new-music")
+    assert model.few_shot_.label_ids.tolist() == [j]
+    own = model.calibrated_topk(*model._predict_batch(texts[cut:], 10), texts[cut:])
+    merged_i, merged_s = model.predict_topk(texts[cut:], 10)
+    X = model.transform(texts[cut:])
+    p = probability(fs._decision(X, model.few_shot_.W, 1.0), model.few_shot_.loo, model.few_shot_.neg_tail,
+                    model.few_shot_.neg_ranks, model.few_shot_.omega)[:, 0]
+    p = p * np.minimum(1.0, model.known_fraction(texts[cut:]) / MIN_KNOWN)  # cut as the model's own scores are
+    for r in range(len(texts) - cut):
+        tree = dict(zip(own[0][r].tolist(), own[1][r].tolist())).get(j, 0.0)
+        got = dict(zip(merged_i[r].tolist(), merged_s[r].tolist()))
+        if j in got:  # its score: the higher of the trees' and the stage's
+            assert got[j] == pytest.approx(max(tree, p[r]), rel=1e-5)
+
+
+def test_the_stage_survives_save_and_load_and_explain_names_it(learned, tmp_path):
+    model, texts, cut, music = learned
+    model.save(tmp_path / "m")
+    back = xmtc.load(tmp_path / "m", mmap=False)
+    a, b = model.predict_topk(texts[cut:], 10), back.predict_topk(texts[cut:], 10)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_allclose(a[1], b[1])
+    j = list(model.labels_.names).index("new-music")
+    rows = [r for r in range(len(texts) - cut) if j in a[0][r]]
+    flat = []
+    for r in rows:
+        own = model.calibrated_topk(*model._predict_batch([texts[cut + r]], 10), [texts[cut + r]])
+        tree = dict(zip(own[0][0].tolist(), own[1][0].tolist())).get(j, -1.0)
+        score = dict(zip(a[0][r].tolist(), a[1][r].tolist()))[j]
+        if score != tree:
+            flat.append(r)
+    assert flat, "no suggestion of the learned label came from the stage"
+    r = flat[0]
+    entry = [e for e in back.explain([texts[cut + r]], k=10)[0] if e["label"] == "new-music"][0]
+    assert entry["source"] == "few-shot"
+    assert sum(t["weight"] for t in entry["terms"]) + entry["bias"] == pytest.approx(entry["margin"], abs=1e-4) \
+        or len(entry["terms"]) == 10
+
+
+def test_a_removed_stage_label_is_never_suggested(learned):
+    model, texts, cut, music = learned
+    import copy
+
+    m = copy.deepcopy(model)
+    remove_labels(m, ["new-music"])
+    j = list(m.labels_.names).index("new-music")
+    idx, _ = m.predict_topk(texts[cut:] + music, 20)
+    assert not (idx == j).any()

@@ -1,0 +1,329 @@
+"""Labels learned from a few documents, scored flat: a ranker fitted against every remembered training row and
+a probability read off those same rows.
+
+**Why.** ``learn`` hangs a new label under one leaf cluster of each tree (:mod:`xmtc.linear.update`), and a text
+reaches it only through the beam, whose cluster rankers were fitted on hundreds of other labels' documents.
+Three documents barely move a cluster's ranker, so a text that carries the label reaches its cluster with a
+small path score, and the label's own ranker, trained on three positives, multiplies it further down. Measured
+on yso-finna-en-2k-20k (10 labels of 3 documents each learned into a model trained without them, seed 1): the
+learned label's cluster was in the beam of 41 of 52 such texts, and the label was in the top 10 of 8; "Rhetoric
+and community : studies in unity and fragmentation" reached the cluster of "rhetoric" (learned from "In defence
+of rhetoric" and two others) with a path score of 0.011 against 0.0135 for the tenth suggestion.
+
+**What.** A label that ``learn`` fits without a ranker of its own so far (new, or with no document until now)
+and that has :data:`MIN_DOCS` to :data:`FEW` documents after the learn gets, besides its place in the trees, a
+linear ranker ``w_j`` fitted on all remembered training rows (:mod:`xmtc.models.memory`) -- its documents the
+positives, every other row a negative standing for ``omega = seen / remembered`` documents, the fit's own ``C``
+-- and for a text with decision value ``s = x w_j`` the probability
+
+    p_j(s) = A_j(s) / (A_j(s) + omega * N_j(s) + 1)
+
+``A_j(s)``: the label's documents whose *leave-one-out* decision value (the ranker refitted without that
+document) is at least ``s`` -- how a new document of the label scores, not how the ones it was fitted on do;
+``N_j(s)``: the remembered rows without the label that score at least ``s``, each scored *out of sample* (by a
+ranker fitted without its half of the rows, even or odd: :data:`CROSS_FIT`) and standing for ``omega``
+documents. So ``p`` is the share of the label's documents among all documents that score at least ``s``, with
+one pseudo-negative (a text that scores above every known document is not certain): what every calibrated
+score in xmtc estimates, P(correct), counted on the model's own data instead of a validation map fitted on
+labels with many documents. The label's score is the higher of the trees' calibrated score and ``p_j`` (cut
+for a text the model can hardly read, as its own scores are); the stage's list is merged into the model's
+top-k as the label-text route's is (:func:`xmtc.models.label_route.merge_topk`).
+
+**The choices, measured** (yso-finna-en-2k-20k, the case above, seeds 0 / 1 / 2, learned labels in the top 10
+of the texts that carry them / their share of the top-5 slots of texts that do not):
+
+* trees alone 23.3 / 15.4 / 22.4% and 0.16 / 0.14 / 0.21%; the stage as built 23.3 / 23.1 / 26.5% and 0.20 /
+  0.26 / 0.31%, P@1 unchanged (benchmarks/RESULTS.md, "Labels learned from a few documents, scored flat");
+* the documents' own (in-sample) decision values in place of the leave-one-out ones: 34.9 / 42.3 / 36.7% but
+  1.54 / 1.59 / 1.82% of the others' slots (the documents a ranker was fitted on score higher than new ones);
+  the negatives scored by the ranker fitted on them: 0.32 / 0.55 / 0.60% of the slots for the same recall, and
+  its probabilities of 0.1-0.3 right 0-7% of the time (those rows' own fit pushed their values down);
+* the unit centroid of the label's documents (cosine, no solver) in place of the ranker: 23.3 / 19.2 / 26.5%,
+  0.31 / 0.49 / 0.51% (:data:`SCORER`);
+* a label's prior at a typical label's count instead of its own (A scaled 4x, 2k-20k's median count 12 against
+  3 documents): 25.6 / 25.0 / 28.6% but 1.15% and 1.06% of the slots on seeds 1 and 2.
+
+On yso-finna-en (517,535 documents, 50,000 remembered, omega 10.4) the stage changed nothing measurable: three
+titles' leave-one-out values sit among hundreds of remembered rows' there, so ``p`` stays below the model's own
+tenth suggestion. One document has no leave-one-out value to go by (:data:`MIN_DOCS`).
+
+**What it keeps:** per label its weights, its positive rows (at most :data:`FEW`, so a later learn refits it
+on all of them even where the memory's reservoir has dropped some), their leave-one-out values, the
+:data:`TAIL` highest negative values and, below them, the values at :data:`RANKS` (``N_j`` within a factor of
+2 there). A label that grows past :data:`FEW` documents leaves the stage: the trees score it alone. Fitting
+is one solver call for all the learn's labels (three parents shared by their columns): the 49 labels of 2-5
+documents that the last 20% of yso-finna-en brings, against 50,000 remembered rows, in ~8 CPU seconds.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import ModelFormatError
+
+log = logging.getLogger(__name__)
+
+FEW = 5  # documents up to which a learned label is scored flat as well (module doc)
+# a label's documents from which on: with one, no leave-one-out value says how a new document would score
+MIN_DOCS = 2
+TAIL = 256  # highest negative decision values kept per label
+# below them, the values at these ranks (1-based, among the label's negatives): N_j(s) within a factor of 2
+RANKS = TAIL * 2 ** np.arange(1, 21, dtype=np.int64)
+STAGE = "few-shot-rankers"
+SCORER = "svm"  # the flat ranker: "svm" (the solver's, as the trees') or "centroid" (module doc, measured)
+CROSS_FIT = True  # N_j counted on negatives scored out of sample (module doc); False: by the ranker fitted on them
+
+
+def probability(values: np.ndarray, loo: np.ndarray, neg_tail: np.ndarray, neg_ranks: np.ndarray,
+                omega: np.ndarray) -> np.ndarray:
+    """``p_j(s) = A_j(s) / (A_j(s) + omega_j N_j(s) + 1)`` (module doc) for decision values ``values`` (n, m):
+    ``loo`` (m, FEW) leave-one-out values, ``neg_tail`` (m, TAIL) the highest negative values and ``neg_ranks``
+    (m, len(RANKS)) the negative values at :data:`RANKS`, each row padded with ``-inf``; ``omega`` (m,) the
+    documents each remembered row stood for when label j was fitted. Below the tail, ``N_j(s)`` is the largest
+    rank whose value is at least ``s``: counted low by less than half, so ``p`` is high by less than 2x there."""
+    values = np.asarray(values, dtype=np.float64)
+    A = (loo[None, :, :] >= values[:, :, None]).sum(axis=2)
+    N = (neg_tail[None, :, :] >= values[:, :, None]).sum(axis=2)
+    deeper = (neg_ranks[None, :, :] >= values[:, :, None]).sum(axis=2)
+    N = np.where(deeper > 0, RANKS[np.maximum(deeper - 1, 0)], N)
+    return A / (A + np.asarray(omega, dtype=np.float64)[None, :] * N + 1.0)
+
+
+class FewShotRankers:
+    """The flat rankers of labels learned from at most :data:`FEW` documents (module doc)."""
+
+    def __init__(self, label_ids, W: sp.csc_matrix, loo: np.ndarray, neg_tail: np.ndarray, neg_ranks: np.ndarray,
+                 pos_X: sp.csr_matrix, pos_owner: np.ndarray, omega, bias: float):
+        self.label_ids = np.asarray(label_ids, dtype=np.int64)
+        self.W = sp.csc_matrix(W, dtype=np.float32)
+        self.loo = np.asarray(loo, dtype=np.float32).reshape(self.label_ids.size, FEW)
+        self.neg_tail = np.asarray(neg_tail, dtype=np.float32).reshape(self.label_ids.size, TAIL)
+        self.neg_ranks = np.asarray(neg_ranks, dtype=np.float32).reshape(self.label_ids.size, RANKS.size)
+        self.pos_X = sp.csr_matrix(pos_X, dtype=np.float32)
+        self.pos_owner = np.asarray(pos_owner, dtype=np.int64)  # label id of each positive row
+        self.omega = np.asarray(omega, dtype=np.float64).reshape(self.label_ids.size)
+        self.bias = float(bias)
+
+    @classmethod
+    def empty(cls, n_features: int, bias: float) -> "FewShotRankers":
+        return cls(np.zeros(0, np.int64), sp.csc_matrix((n_features + 1, 0)), np.zeros((0, FEW)),
+                   np.zeros((0, TAIL)), np.zeros((0, RANKS.size)), sp.csr_matrix((0, n_features)), np.zeros(0, np.int64), np.zeros(0), bias)
+
+    def __len__(self) -> int:
+        return int(self.label_ids.size)
+
+    # -- fitting ----------------------------------------------------------------------------------------
+    def updated(self, X_new: sp.csr_matrix, Y_new: sp.csr_matrix, fresh: np.ndarray, memory, *, C_pos: float,
+                C_neg: float, tol: float, max_iter: int, threshold: float, n_threads=None) -> "FewShotRankers":
+        """The stage after a learn of ``(X_new, Y_new)`` (this one is not changed): fit the ``fresh`` labels (no ranker before the learn) and refit the
+        stage's labels that the new rows carry; labels with more than :data:`FEW` documents leave (or never
+        join) the stage. ``memory``: the :class:`~xmtc.models.memory.TrainingMemory` before it takes in the new
+        rows (the negatives); without one the stage stays as it is."""
+
+        Y_new = sp.csc_matrix(Y_new)
+        touched = np.union1d(np.asarray(fresh, dtype=np.int64)[np.asarray(Y_new[:, fresh].getnnz(axis=0)) > 0],
+                             self.label_ids[np.asarray(Y_new[:, self.label_ids].getnnz(axis=0)) > 0]
+                             if len(self) else np.zeros(0, np.int64))
+        if memory is None or not len(memory) or touched.size == 0:
+            return self
+        rows = {int(j): [self.pos_X[self.pos_owner == j]] for j in touched if j in set(self.label_ids.tolist())}
+        for j in touched:
+            rows.setdefault(int(j), []).append(X_new[Y_new[:, int(j)].indices])
+        pos = {j: sp.vstack(parts, format="csr") for j, parts in rows.items()}
+        fit = [j for j in sorted(pos) if MIN_DOCS <= pos[j].shape[0] <= FEW]
+        keep = ~np.isin(self.label_ids, touched)
+        parts = [self._subset(keep)]
+        if fit:
+            parts.append(self._fit(fit, pos, memory, C_pos=C_pos, C_neg=C_neg, tol=tol, max_iter=max_iter,
+                                   threshold=threshold, n_threads=n_threads))
+        out = _stack(parts, self.W.shape[0] - 1, self.bias)
+        log.info("few-shot rankers: %d labels fitted against %d remembered rows, %d in the stage", len(fit),
+                 len(memory), len(out))
+        return out
+
+    def _fit(self, labels: list[int], pos: dict, memory, **solver) -> "FewShotRankers":
+        """One solver call for every label: rows = the remembered ones (less those that carry a label being
+        fitted: they are among its positives) and each label's positives; per label, column ``full`` (all its
+        positives), ``k`` leave-one-out columns (a positive that is not a column's positive and not active for
+        its parent is in no term of its objective) and two cross-fitting columns that see the even / odd
+        remembered rows only. Three parents: every remembered row (full and leave-one-out), the even, the odd."""
+        from ..linear.solver import train_level
+
+        Xm = sp.csr_matrix(memory.X, dtype=np.float32)
+        d = Xm.shape[1]
+        omega = memory.seen / Xm.shape[0]
+        ids = np.asarray(labels, dtype=np.int64)
+        own = ids[ids < memory.Y.shape[1]]
+        carries = np.asarray(sp.csc_matrix(memory.Y)[:, own].getnnz(axis=1)).ravel() > 0 if own.size else \
+            np.zeros(Xm.shape[0], dtype=bool)
+        negatives = Xm[~carries]
+        n_neg = negatives.shape[0]
+        P = sp.vstack([pos[j] for j in labels], format="csr")
+        sizes = np.array([pos[j].shape[0] for j in labels], dtype=np.int64)
+        first = np.r_[0, np.cumsum(sizes)[:-1]]  # each label's first positive row, after the negatives
+        width = sizes + 3  # full, leave-one-out x k, even, odd
+        col0 = np.r_[0, np.cumsum(width)[:-1]]
+        rows, cols = [], []
+        for c0, r0, k in zip(col0, first, sizes):
+            r = n_neg + r0 + np.arange(k)
+            rows += [r, np.tile(r, k), r, r]
+            cols += [np.full(k, c0), (c0 + 1 + np.repeat(np.arange(k), k)), np.full(k, c0 + k + 1),
+                     np.full(k, c0 + k + 2)]
+            keep = np.repeat(np.arange(k), k) != np.tile(np.arange(k), k)  # leave-one-out: all but its own
+            rows[-3], cols[-3] = rows[-3][keep], cols[-3][keep]
+        rows, cols = np.concatenate(rows), np.concatenate(cols)
+        n_cols = int(width.sum())
+        Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(n_neg + P.shape[0], n_cols))
+        parent_of = np.zeros(n_cols, dtype=np.int32)
+        parent_of[col0 + sizes + 1], parent_of[col0 + sizes + 2] = 1, 2
+        half = np.arange(n_neg) % 2
+        a_rows = np.r_[np.arange(n_neg), np.arange(n_neg)]
+        a_cols = np.r_[np.zeros(n_neg, np.int64), 1 + half]
+        active = sp.csr_matrix((np.ones(a_rows.size, np.float32), (a_rows, a_cols)), shape=(Y.shape[0], 3))
+        X = sp.vstack([negatives, P], format="csr")
+        if SCORER == "centroid":
+            W = sp.hstack([_centroids(pos[j], d) for j in labels] + [sp.csc_matrix((d + 1, 0))], format="csc")
+            W = W[:, np.concatenate([np.r_[c0:c0 + k + 1, c0, c0] - c0 + w0 for c0, k, w0 in
+                                     zip(col0, sizes, np.r_[0, np.cumsum(sizes + 1)[:-1]])])]
+        else:
+            W = train_level(X, Y, parent_of, active, C_pos=solver["C_pos"], C_neg=solver["C_neg"] * omega,
+                            bias=self.bias, tol=solver["tol"], max_iter=solver["max_iter"],
+                            threshold=solver["threshold"], n_threads=solver["n_threads"])
+        loo = np.full((len(labels), FEW), -np.inf, dtype=np.float32)
+        tails = np.full((len(labels), TAIL), -np.inf, dtype=np.float32)
+        ranks = np.full((len(labels), RANKS.size), -np.inf, dtype=np.float32)
+        within = RANKS <= n_neg
+        for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
+            Wj = W[:, c0:c0 + k + 3]
+            loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
+            if CROSS_FIT and SCORER != "centroid":  # each remembered row scored by the column that did not see it
+                v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)
+                negative = np.where(half == 1, v[:, 0], v[:, 1])
+            else:
+                negative = _decision(negatives, Wj[:, [0]], self.bias)[:, 0]
+            desc = -np.sort(-negative)
+            tails[t, :min(TAIL, n_neg)] = desc[:TAIL]
+            ranks[t, within] = desc[RANKS[within] - 1]
+        owners = np.repeat(ids, sizes)
+        return FewShotRankers(ids, W[:, col0], loo, tails, ranks, P, owners, np.full(len(labels), omega), self.bias)
+
+    def _subset(self, keep: np.ndarray) -> "FewShotRankers":
+        ids = self.label_ids[keep]
+        rows = np.isin(self.pos_owner, ids)
+        return FewShotRankers(ids, self.W[:, np.flatnonzero(keep)], self.loo[keep], self.neg_tail[keep],
+                              self.neg_ranks[keep],
+                              self.pos_X[np.flatnonzero(rows)], self.pos_owner[rows], self.omega[keep], self.bias)
+
+    # -- prediction -------------------------------------------------------------------------------------
+    def topk(self, X_feat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of ``X_feat`` the stage's ``k`` most probable labels: (global ids -1 padded, probabilities);
+        a label with probability 0 is left out."""
+        p = probability(_decision(X_feat, self.W, self.bias), self.loo, self.neg_tail, self.neg_ranks, self.omega)
+        k = min(k, len(self))
+        order = np.argsort(-p, axis=1, kind="stable")[:, :k]
+        top = np.take_along_axis(p, order, 1)
+        ids = np.where(top > 0, self.label_ids[order], -1)
+        return ids.astype(np.int32), np.where(top > 0, top, 0.0).astype(np.float32)
+
+    def merge(self, idx: np.ndarray, scores: np.ndarray, X_feat: sp.csr_matrix,
+              damp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """The model's calibrated top-k merged with the stage's (the higher score of a label in both);
+        ``damp``: per row, the factor the model's own scores were cut by (unreadable texts)."""
+        if not len(self):
+            return idx, scores
+        from .label_route import merge_topk
+
+        fi, fs = self.topk(X_feat, idx.shape[1])
+        if damp is not None:
+            fs = (fs * damp[:, None]).astype(np.float32)
+        return merge_topk(idx, scores, fi, fs, idx.shape[1])
+
+    def evidence(self, x_row: sp.csr_matrix, label: int) -> tuple[dict[int, float], float, float]:
+        """``(feature -> x_j w_j, bias share, decision value)`` of ``label``'s flat ranker on one text."""
+        col = int(np.flatnonzero(self.label_ids == label)[0])
+        w = self.W[:, col].toarray().ravel()
+        x = sp.csr_matrix(x_row)
+        weights = {int(f): float(v * w[f]) for f, v in zip(x.indices, x.data) if w[f] != 0.0}
+        bias = float(self.bias * w[-1])
+        return weights, bias, float(sum(weights.values()) + bias)
+
+    # -- storage ----------------------------------------------------------------------------------------
+    def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
+        arrays = {"label_ids": self.label_ids, "loo": self.loo, "neg_tail": self.neg_tail, "neg_ranks": self.neg_ranks,
+                  "pos_owner": self.pos_owner, "omega": self.omega}
+        for name, M in (("W", self.W), ("pos_X", self.pos_X)):
+            arrays.update({f"{name}.data": M.data, f"{name}.indices": M.indices.astype(np.int64),
+                           f"{name}.indptr": M.indptr.astype(np.int64),
+                           f"{name}.shape": np.array(M.shape, dtype=np.int64)})
+        return {"bias": self.bias, "few": FEW, "tail": TAIL}, arrays
+
+    @classmethod
+    def from_arrays(cls, params: dict, arrays: dict, n_features: int, n_labels: int, where: str
+                    ) -> "FewShotRankers":
+        try:
+            W = sp.csc_matrix((arrays["W.data"], arrays["W.indices"], arrays["W.indptr"]),
+                              shape=tuple(int(v) for v in arrays["W.shape"]))
+            P = sp.csr_matrix((arrays["pos_X.data"], arrays["pos_X.indices"], arrays["pos_X.indptr"]),
+                              shape=tuple(int(v) for v in arrays["pos_X.shape"]))
+            if int(params["few"]) != FEW or int(params["tail"]) != TAIL:
+                raise ValueError(f"saved with FEW={params['few']}, TAIL={params['tail']}")
+            stage = cls(arrays["label_ids"], W, arrays["loo"], arrays["neg_tail"], arrays["neg_ranks"], P,
+                        arrays["pos_owner"],
+                        arrays["omega"], float(params["bias"]))
+        except (KeyError, ValueError, TypeError, IndexError) as exc:
+            raise ModelFormatError(f"{where}: invalid few-shot rankers ({exc})") from None
+        ids = stage.label_ids
+        if W.shape != (n_features + 1, ids.size) or P.shape[1] != n_features or \
+                (ids.size and (ids.min() < 0 or ids.max() >= n_labels)) or \
+                not np.isin(stage.pos_owner, ids).all() or not np.all(stage.omega >= 1.0):
+            raise ModelFormatError(f"{where}: the few-shot rankers do not match the model's labels or features")
+        return stage
+
+
+def _decision(X: sp.csr_matrix, W: sp.csc_matrix, bias: float) -> np.ndarray:
+    """Dense decision values ``X W[:d] + bias W[d]`` (n, columns)."""
+    d = W.shape[0] - 1
+    out = np.asarray((sp.csr_matrix(X) @ W[:d]).todense(), dtype=np.float64)
+    return out + bias * W[d].toarray().ravel()[None, :]
+
+
+def _centroids(P: sp.csr_matrix, d: int) -> sp.csc_matrix:
+    """Columns: the unit mean of the rows ``P`` (column 0) and, for each row ``i``, of the others (1 + i;
+    empty where ``P`` has one row); the bias row is 0."""
+    k = P.shape[0]
+    sums = np.ones((k, k + 1), dtype=np.float32)
+    sums[np.arange(k), 1 + np.arange(k)] = 0.0
+    C = sp.csc_matrix(P.T @ sp.csr_matrix(sums))
+    norms = np.sqrt(np.asarray(C.multiply(C).sum(axis=0)).ravel())
+    C = sp.csc_matrix(C @ sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0)))
+    return sp.vstack([C, sp.csr_matrix((1, k + 1))], format="csc").astype(np.float32)
+
+
+def _stack(parts: list[FewShotRankers], d: int, bias: float) -> FewShotRankers:
+    parts = [p for p in parts if len(p)]
+    if not parts:
+        return FewShotRankers.empty(d, bias)
+    ids = np.concatenate([p.label_ids for p in parts])
+    order = np.argsort(ids, kind="stable")
+    W = sp.hstack([p.W for p in parts], format="csc")[:, order]
+    return FewShotRankers(ids[order], W, np.vstack([p.loo for p in parts])[order],
+                          np.vstack([p.neg_tail for p in parts])[order], np.vstack([p.neg_ranks for p in parts])[order],
+                          sp.vstack([p.pos_X for p in parts], format="csr"),
+                          np.concatenate([p.pos_owner for p in parts]),
+                          np.concatenate([p.omega for p in parts])[order], bias)
+
+
+def merge_few_shot(model, idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """A calibrated model's top-k of ``X`` merged with its few-shot rankers' (module doc); the stage's scores
+    are cut for texts the model can hardly read as its own are (:func:`~xmtc.models.calibration.damp_unreadable`)."""
+    stage = getattr(model, "few_shot_", None)
+    if stage is None or not len(stage) or getattr(model, "calibration_", None) is None:
+        return idx, scores
+    from .calibration import MIN_KNOWN
+
+    damp = None if known is None else np.minimum(1.0, np.asarray(known, dtype=np.float64) / MIN_KNOWN)
+    return stage.merge(idx, scores, model.transform(X), damp)
