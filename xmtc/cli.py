@@ -188,10 +188,10 @@ def _method_has_valid_size(estimator_class, method: str) -> bool:
 
 def _tool_commands() -> dict:
     """Commands whose logic lives in their own modules (``add_parser(sub, common)``, ``run(args)``)."""
-    from .commands import calibrate, detect_language, explain, info, labels, learn, split, tune
+    from .commands import calibrate, detect_language, explain, info, labels, learn, split, tune, verify
     from .select import cli as select
     return {"explain": explain, "select": select, "calibrate": calibrate, "split": split, "labels": labels,
-            "info": info, "learn": learn, "tune": tune, "detect-language": detect_language}
+            "info": info, "verify": verify, "learn": learn, "tune": tune, "detect-language": detect_language}
 
 
 def _setup_logging(args: argparse.Namespace) -> None:

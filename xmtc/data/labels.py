@@ -11,6 +11,7 @@ speaks, identifies subjects by URI.
 from __future__ import annotations
 
 import os
+from itertools import repeat
 from typing import Iterable, Sequence
 
 from ..errors import DataFormatError, ModelFormatError
@@ -27,19 +28,37 @@ class LabelVocab:
     """
 
     def __init__(self, names: Sequence[str], *, display: Sequence[str] | None = None,
-                 texts: Sequence[str] | None = None, uris: Sequence[str] | None = None):
-        self.names = [str(n) for n in names]
-        self.index = {n: j for j, n in enumerate(self.names)}
-        if len(self.index) != len(self.names):
-            seen: set[str] = set()
-            dup = next(n for n in self.names if n in seen or seen.add(n))
-            raise DataFormatError(None, None, f"label {dup!r} appears twice in the label vocabulary")
+                 texts: Sequence[str] | None = None, uris: Sequence[str] | None = None, _checked: bool = False):
+        # _checked (from_json): names is a list of strings known to be unique; the index is built on first use
+        self.names = list(names) if _checked or _is_str_list(names) else [str(n) for n in names]
+        self._index: dict[str, int] | None = None
+        if not _checked:
+            self._build_index()
         for what, values in (("display names", display), ("texts", texts), ("URIs", uris)):
             if values is not None and len(values) != len(self.names):
                 raise DataFormatError(None, None, f"{len(values)} label {what} for {len(self.names)} labels")
-        self.display = None if display is None else [str(x) for x in display]
-        self.texts = None if texts is None else [str(x) for x in texts]
-        self.uris = None if uris is None else [str(x) for x in uris]
+        self.display = None if display is None else _str_list(display)
+        self.texts = None if texts is None else _str_list(texts)
+        self.uris = None if uris is None else _str_list(uris)
+
+    @property
+    def index(self) -> dict[str, int]:
+        """``{label id: column}``. A vocabulary read from a model folder builds it on first use, not at load:
+        at 3M labels the dict alone takes seconds, and prediction never needs it (it maps columns to ids)."""
+        if self._index is None:
+            try:
+                self._build_index()
+            except DataFormatError as exc:  # only a vocabulary read from a model folder builds it late
+                raise ModelFormatError(f"label vocabulary: {exc.problem}") from None
+        return self._index
+
+    def _build_index(self) -> None:
+        index = {n: j for j, n in enumerate(self.names)}
+        if len(index) != len(self.names):
+            seen: set[str] = set()
+            dup = next(n for n in self.names if n in seen or seen.add(n))
+            raise DataFormatError(None, None, f"label {dup!r} appears twice in the label vocabulary")
+        self._index = index
 
     def __len__(self) -> int:
         return len(self.names)
@@ -103,8 +122,13 @@ class LabelVocab:
         for key in ("display", "texts", "uris"):
             if obj.get(key) is not None and not _is_str_list(obj[key]):
                 raise ModelFormatError(f"label vocabulary: '{key}' must be a list of strings")
-        try:
-            return cls(obj["names"], display=obj.get("display"), texts=obj.get("texts"), uris=obj.get("uris"))
+        names = obj["names"]
+        # names are unique; the id -> column dict is built when first used (see ``index``). The check is
+        # skipped for a file whose bytes passed it before (a verification stamp: xmtc.models.verified)
+        unique = getattr(obj, "verified", False) or len(set(names)) == len(names)
+        try:  # with a duplicate, the index is built now and names it
+            return cls(names, display=obj.get("display"), texts=obj.get("texts"), uris=obj.get("uris"),
+                       _checked=unique)
         except DataFormatError as exc:
             raise ModelFormatError(f"label vocabulary: {exc.problem}") from None
 
@@ -206,4 +230,8 @@ def read_label_uris(path: str | os.PathLike) -> dict[str, str]:
 
 
 def _is_str_list(value) -> bool:
-    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+    return isinstance(value, list) and all(map(isinstance, value, repeat(str)))  # map: no Python loop per label
+
+
+def _str_list(values) -> list[str]:
+    return list(values) if _is_str_list(values) else [str(x) for x in values]

@@ -103,8 +103,12 @@ def _check_level(child_ptr, child_ids, feat, seg, ent, bias_w, d: int, n_parents
             raise ModelFormatError(f"{where}: weights contain NaN or infinite values")
 
 
-def levels_from_arrays(arrays, n_levels: int, bias: float) -> list[BeamLevel]:
-    """Format-2 levels, checked; the arrays are used as given (memory maps stay memory maps)."""
+def levels_from_arrays(arrays, n_levels: int, bias: float, *, check: bool = True) -> list[BeamLevel]:
+    """Format-2 levels, checked; the arrays are used as given (memory maps stay memory maps).
+
+    ``check=False`` skips the walk over every weight (:func:`_check_level`), keeping the checks of names,
+    dtypes, shapes and contiguity: for arrays whose bytes already passed it (a file a verification stamp
+    vouches for, :class:`xmtc.models.storage.Verified`)."""
     levels, n_parents, d = [], 1, None
     for t in range(n_levels):
         where = f"hierarchical linear model, level {t}"
@@ -117,7 +121,10 @@ def levels_from_arrays(arrays, n_levels: int, bias: float) -> list[BeamLevel]:
         d = int(nf[0])
         if not (g["ent"].flags.c_contiguous and g["seg"].flags.c_contiguous and g["feat"].flags.c_contiguous):
             raise ModelFormatError(f"{where}: arrays must be contiguous")
-        _check_level(**g, d=d, n_parents=n_parents, where=where)
+        if check:
+            _check_level(**g, d=d, n_parents=n_parents, where=where)
+        elif g["child_ptr"].shape != (n_parents + 1,):
+            raise ModelFormatError(f"{where}: 'child_ptr' must have {n_parents + 1} entries")
         ent = g.pop("ent").view(ENTRY).reshape(-1)
         levels.append(BeamLevel(n_features=d, bias=bias, ent=ent, **g))
         n_parents = g["child_ids"].shape[0]

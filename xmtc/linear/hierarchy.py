@@ -237,7 +237,9 @@ class HierarchicalLinearModel:
             raise ModelFormatError("hierarchical linear model: 'n_levels' and 'bias' must be one valid number each")
         if fmt[0] == FORMAT_BEAM:
             model = cls()
-            model.levels_ = levels_from_arrays(arrays, int(n_levels[0]), float(bias[0]))
+            # arrays a verification stamp vouches for passed this walk over every weight before
+            model.levels_ = levels_from_arrays(arrays, int(n_levels[0]), float(bias[0]),
+                                               check=not getattr(arrays, "verified", False))
             return model
         levels = []
         n_parents = 1

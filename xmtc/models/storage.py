@@ -13,6 +13,15 @@ inside the folder (no ``..``, no absolute path, no symlink anywhere on the way),
 checksummed, and a safetensors file's header (dtypes, shapes, offsets) is checked against the file
 size and the layout the manifest declares before any array is built.
 
+What is verified when: names, the manifest's agreement with itself and every safetensors header, at
+every load. Checksums (every byte hashed) and the stages' structural checks of their arrays (the
+weights' offsets and bounds), at the first load of a folder and whenever a file's stat (inode, size,
+modification and change times) differs from a :mod:`verification stamp <xmtc.models.verified>` this
+user's xmtc wrote after a full check or a save; a file the stamp vouches for is neither re-hashed
+nor re-checked, so a memory-mapped model of millions of labels loads in a moment. ``xmtc verify``
+checks every byte regardless (for bit rot under an unchanged stat), ``XMTC_VERIFY=full`` makes every
+load do so.
+
 The manifest must also agree with itself, checked when :class:`ModelReader` opens the folder, before
 any stage reads anything; a manifest that contradicts itself (an entry renamed, dropped or added by
 hand or by a faulty tool) is refused with one ModelFormatError line rather than half-loaded:
@@ -52,7 +61,7 @@ import numpy as np
 
 from .._version import __version__
 from ..errors import ModelFormatError
-from . import swap
+from . import swap, verified
 from .array_files import ST_DTYPES, array_layout, is_count, mmap_arrays, read_arrays, sha256_file, write_arrays
 
 log = logging.getLogger(__name__)
@@ -213,11 +222,16 @@ def check_target(target: str | os.PathLike) -> Path:
 
 
 class ModelWriter:
-    """Collects a model's files in a temporary folder; ``commit`` swaps it into place atomically."""
+    """Collects a model's files in a temporary folder; ``commit`` swaps it into place atomically.
+
+    ``stamp=True`` (a fitted model's own save): ``commit`` also writes a verification stamp, so the next
+    load skips re-hashing and re-checking the files (:mod:`xmtc.models.verified`). Only for files written
+    from a model in memory that passed its own checks: arrays written by hand must be checked at load."""
 
     _live: set[Path] = set()  # temporary folders of saves running in this process
 
-    def __init__(self, target: str | os.PathLike):
+    def __init__(self, target: str | os.PathLike, *, stamp: bool = False):
+        self.stamp = bool(stamp)
         self.target = check_target(target)
         parent = self.target.parent.resolve()
         try:
@@ -297,11 +311,23 @@ class ModelWriter:
         ModelWriter._live.discard(self.tmp)
         if old is not None:
             shutil.rmtree(old, ignore_errors=True)
+        # the files were just written from the model in memory and checksummed: the next load of this
+        # folder may skip re-hashing them while their stat is unchanged (see xmtc.models.verified)
+        if self.stamp:
+            verified.write_stamp(self.target, manifest["files"], fresh=True)
         return self.target
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
         ModelWriter._live.discard(self.tmp)
+
+
+class Verified(dict):
+    """The arrays, or the JSON object, of a file that a verification stamp vouches for
+    (:meth:`ModelReader.trusted`): the same bytes passed a full check before, so a stage may skip its own
+    structural checks of them (the weights' bounds, the label names' uniqueness)."""
+
+    verified = True
 
 
 class ModelReader:
@@ -360,6 +386,10 @@ class ModelReader:
                         self.folder, len(elsewhere), ", ".join(elsewhere[:3]) + (", ..." if len(elsewhere) > 3 else ""))
         self._verified: set[str] = set()
         self._stages_read: set[str] = set()
+        # files a previous full check passed, unchanged since (same stat and checksum): not re-hashed, and
+        # their arrays come marked so that a stage may skip its structural checks (see xmtc.models.verified)
+        self._stamp = verified.read_stamp(self.folder)
+        self._trusted: set[str] = set()
 
     def _file(self, fname: Any) -> Path:
         """The one way to a model file: the path of a file the manifest lists, after checking its name,
@@ -370,7 +400,9 @@ class ModelReader:
             raise ModelFormatError(f"{self.folder / MANIFEST}: does not list file {fname!r}")
         path = member_path(self.folder, fname)
         if fname not in self._verified:
-            if sha256_file(path) != files[fname]:
+            if verified.matches(self._stamp, fname, path, files[fname]):
+                self._trusted.add(fname)
+            elif sha256_file(path) != files[fname]:
                 raise ModelFormatError(f"{path}: checksum mismatch; the file is corrupt or was modified")
             if fname.endswith(".safetensors"):
                 actual = array_layout(path)  # a header that lies about the file is refused here
@@ -389,7 +421,18 @@ class ModelReader:
             self._file(fname)  # the clearer error for a file that is not listed at all
             raise ModelFormatError(f"{self.folder / MANIFEST}: does not declare the arrays of {fname!r}")
         path = self._file(fname)
-        return mmap_arrays(path) if (mmap and self.mmap) else read_arrays(path)
+        arrays = mmap_arrays(path) if (mmap and self.mmap) else read_arrays(path)
+        return Verified(arrays) if fname in self._trusted else arrays
+
+    def check_files(self) -> int:
+        """Check every file the manifest lists (checksum and declared arrays; a file a stamp vouches for is
+        not re-hashed); returns their total size in bytes."""
+        return sum(self._file(fname).stat().st_size for fname in self.manifest["files"])
+
+    def trusted(self, fname: str) -> bool:
+        """Whether ``fname`` was vouched for by a verification stamp (its bytes are those a full check
+        passed, so a stage's own structural checks of it may be skipped)."""
+        return fname in self._trusted
 
     def subfolder(self, name: str) -> Path:
         """A stage's sub-folder (absolute, so that no library reinterprets the path), after checking
@@ -412,9 +455,10 @@ class ModelReader:
         path = self._file(fname)
         try:
             with open(path, "rb") as fh:
-                return json.loads(fh.read())
+                obj = json.loads(fh.read())
         except (ValueError, UnicodeDecodeError, RecursionError) as exc:
             raise ModelFormatError(f"{path}: corrupt JSON ({exc})") from None
+        return Verified(obj) if fname in self._trusted and isinstance(obj, dict) else obj
 
     def stage(self, name: str) -> dict:
         for st in self.manifest["stages"]:
@@ -431,6 +475,11 @@ class ModelReader:
             st = unread[0]
             raise ModelFormatError(f"{self.folder / MANIFEST}: stage {st['name']!r} (type {st.get('type')!r}) is"
                                    f" not one a {method} model reads")
+        # the whole model loaded: every file read was checked in full (or vouched for), and every stage's
+        # own checks passed; remember it for the next load of this folder
+        files = self.manifest["files"]
+        if self._verified - self._trusted:
+            verified.write_stamp(self.folder, {f: files[f] for f in self._verified})
 
     def stage_value(self, name: str, key: str, kind: type | tuple = str) -> Any:
         """``stage(name)[key]``, checked to be of ``kind``; ModelFormatError naming the stage otherwise."""
