@@ -32,10 +32,12 @@ top-k as the label-text route's is (:func:`xmtc.models.label_route.merge_topk`).
 **The choices, measured** (yso-finna-en-2k-20k, the case above, seeds 0 / 1 / 2, learned labels in the top 10
 of the texts that carry them / their share of the top-5 slots of texts that do not):
 
-* trees alone 23.3 / 15.4 / 22.4% and 0.16 / 0.14 / 0.21%; the stage as built 23.3 / 23.1 / 26.5% and 0.20 /
-  0.26 / 0.31%, P@1 unchanged (benchmarks/RESULTS.md, "Labels learned from a few documents, scored flat");
-* the documents' own (in-sample) decision values in place of the leave-one-out ones: 34.9 / 42.3 / 36.7% but
-  1.54 / 1.59 / 1.82% of the others' slots (the documents a ranker was fitted on score higher than new ones);
+* trees alone 23.8 / 15.4 / 24.5% and 0.16 / 0.13 / 0.21%; the stage as built 23.8 / 23.1 / 26.5% and 0.20 /
+  0.26 / 0.31%, P@1 unchanged (``benchmarks/learn_few.py``; benchmarks/RESULTS.md, "Labels learned from a few
+  documents, scored flat", has the probe's figures for the variants below);
+* the documents' own (in-sample) decision values in place of the leave-one-out ones (a prototype, top 10 of
+  ``predict(k=20)``): 34.9 / 42.3 / 36.7% but 1.54 / 1.59 / 1.82% of the others' slots (the documents a ranker
+  was fitted on score higher than new ones);
   the negatives scored by the ranker fitted on them: 0.32 / 0.55 / 0.60% of the slots for the same recall, and
   its probabilities of 0.1-0.3 right 0-7% of the time (those rows' own fit pushed their values down);
 * the unit centroid of the label's documents (cosine, no solver) in place of the ranker: 23.3 / 19.2 / 26.5%,
