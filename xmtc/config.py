@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -28,10 +29,16 @@ def param(default: Any, help: str, *, choices: tuple | None = None, minimum: flo
         "exclusive_minimum": exclusive_minimum})
 
 
+@functools.lru_cache(maxsize=None)
+def _type_hints(cls: type) -> dict[str, Any]:
+    """``typing.get_type_hints(cls)``, once per class: resolving the string annotations costs ~50 us a field,
+    and a model's ``config`` is built on the prediction path (a 27-field config: 1-13 ms per call before)."""
+    return typing.get_type_hints(cls)
+
+
 def _field_type(cls: type, field: dataclasses.Field) -> tuple[type, bool]:
     """Return (base type, optional?) of a field, resolving string annotations."""
-    hints = typing.get_type_hints(cls)
-    tp = hints[field.name]
+    tp = _type_hints(cls)[field.name]
     optional = False
     args = typing.get_args(tp)
     if type(None) in args:
