@@ -292,7 +292,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data import read_dataset
     from .models import load
 
-    from .models.base import apply_threshold, evaluate_predictor, resolve_threshold
+    from .models.base import apply_threshold, evaluate_predictor, predict_depths, resolve_threshold
+    from .open_metrics import evaluate_open_set, open_set_depths, read_unseen_ids
 
     if args.plot:
         from .plots import image_format
@@ -302,12 +303,15 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.raw_scores:
         model.calibration_ = None
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
-    topk = model.predict_topk(ds.inputs, max(ks), progress=not args.quiet)
-    metrics = evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk)
-    from .open_metrics import evaluate_open_set, read_unseen_ids
-
     unseen = read_unseen_ids(args.unseen_labels) if args.unseen_labels else None
-    metrics.update(evaluate_open_set(model, ds.inputs, ds.Y, ds.labels.names, topk, unseen, progress=not args.quiet))
+    # every depth the metrics read (k; 10 and the zero-shot depth for the open-set ones) in one pass over the
+    # texts, each the top-k its own predict_topk call gives: a deeper calibrated top-k cut down is not one
+    depths = [max(ks), *open_set_depths(model, ds.Y, ds.labels.names, max(ks), unseen)]
+    preds = predict_depths(model, ds.inputs, depths, progress=not args.quiet)
+    topk = preds[max(ks)]
+    metrics = evaluate_predictor(model, ds.inputs, ds.Y, ks, False, args.threshold, topk=topk)
+    metrics.update(evaluate_open_set(model, ds.inputs, ds.Y, ds.labels.names, topk, unseen, progress=not args.quiet,
+                                     predictions=preds))
     _print_metrics(metrics, args.json)
     threshold = resolve_threshold(model, args.threshold)
     if args.per_label:

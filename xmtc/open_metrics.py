@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 
 ZS_DEPTH = 1000  # how deep into a model's ranking the zero-shot metrics look for unseen labels
 
-__all__ = ["unseen_columns", "restrict_topk", "open_set_metrics", "evaluate_open_set", "read_unseen_ids"]
+__all__ = ["unseen_columns", "restrict_topk", "open_set_metrics", "evaluate_open_set", "open_set_depths",
+           "read_unseen_ids"]
 
 
 def read_unseen_ids(path: str | os.PathLike) -> set[str]:
@@ -99,23 +100,48 @@ def open_set_metrics(Y_true, indices: np.ndarray, unseen: np.ndarray, zs_indices
     return out
 
 
+def open_set_depths(predictor, Y, names, k: int, unseen_ids=None) -> list[int]:
+    """The depths :func:`evaluate_open_set` predicts at when the caller's top-k is ``k`` deep, so that a caller can
+    ask for all of them at once (:meth:`~xmtc.models.base.XMCModel.predict_topk_depths`) and pass them as its
+    ``predictions``: none when there is nothing to measure, else 10 where ``k`` is below it, and the zero-shot
+    depth ``min(labels, ZS_DEPTH)`` where the model knows an unseen label and the open top-k does not reach it.
+    (Planned from the widths ``predict_topk`` gives; a depth missed here is predicted there, the same numbers.)"""
+    unseen = unseen_columns(Y.shape[1], predictor.label_counts_, names, unseen_ids)
+    if unseen_ids is None and not sp.csr_matrix(sp.csr_matrix(Y).multiply(unseen[None, :])).nnz:
+        return []
+    n_labels = max(len(predictor.labels_), 1)
+    width, out = min(int(k), n_labels), []
+    if width < 10:
+        width = min(10, n_labels)
+        out.append(10)
+    if unseen[:len(predictor.labels_)].any() and width < min(n_labels, ZS_DEPTH):
+        out.append(min(n_labels, ZS_DEPTH))
+    return out
+
+
 def evaluate_open_set(predictor, inputs, Y, names, topk: tuple[np.ndarray, np.ndarray] | None = None,
-                      unseen_ids=None, progress: bool = False) -> dict:
+                      unseen_ids=None, progress: bool = False, predictions: dict | None = None) -> dict:
     """:func:`open_set_metrics` of a model (anything with ``predict_topk``, ``labels_`` and
     ``label_counts_``) on test ``inputs`` with labels ``Y`` whose columns are ``names`` (the model's labels
     first, then labels it never saw). ``{}`` when no test document has an unseen label and no
-    ``unseen_ids`` were given. ``topk``: the model's predictions of ``inputs`` if the caller has them."""
+    ``unseen_ids`` were given. ``topk``: the model's predictions of ``inputs`` if the caller has them;
+    ``predictions``: ``{k: predict_topk(inputs, k)}`` the caller has for the depths of :func:`open_set_depths`
+    (a depth missing there is predicted here)."""
+    def predicted(k: int):
+        have = (predictions or {}).get(k)
+        return have if have is not None else predictor.predict_topk(inputs, k, progress=progress)
+
     unseen = unseen_columns(Y.shape[1], predictor.label_counts_, names, unseen_ids)
     Y = sp.csr_matrix(Y)
     if unseen_ids is None and not sp.csr_matrix(Y.multiply(unseen[None, :])).nnz:
         return {}
     n_labels = len(predictor.labels_)
     if topk is None or topk[0].shape[1] < 10:
-        topk = predictor.predict_topk(inputs, 10, progress=progress)
+        topk = predicted(10)
     zs = None
     if unseen[:n_labels].any():  # the model knows some unseen labels: rank them among themselves
         depth = min(n_labels, ZS_DEPTH)
-        zs = topk[0] if topk[0].shape[1] >= depth else predictor.predict_topk(inputs, depth, progress=progress)[0]
+        zs = topk[0] if topk[0].shape[1] >= depth else predicted(depth)[0]
     else:  # no unseen label is the model's: nothing to rank
         zs = np.full((Y.shape[0], 1), -1)
     out = open_set_metrics(Y, topk[0], unseen, zs)

@@ -170,6 +170,16 @@ def evaluate_predictor(predictor, X: Any, Y: Any, ks: Sequence[int], progress: b
                     n_train=predictor.n_train_, coverage=True, scores=True, threshold=threshold, f1=True)
 
 
+def predict_depths(predictor, X: Any, depths: Sequence[int], progress: bool = False
+                   ) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """``{depth: predictor.predict_topk(X, depth)}``, through :meth:`XMCModel.predict_topk_depths` where the
+    predictor has it (the same arrays, the shareable work done once), else one call per depth."""
+    depths = sorted({int(d) for d in depths}, reverse=True)
+    if hasattr(predictor, "predict_topk_depths"):
+        return predictor.predict_topk_depths(X, depths, progress=progress)
+    return {d: predictor.predict_topk(X, d, progress=progress) for d in depths}
+
+
 class XMCModel:
     """Base class: subclasses set ``method``, ``config_class`` and implement the stage hooks."""
 
@@ -263,17 +273,79 @@ class XMCModel:
     def _topk_batch(self, X: Any, k_ask: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """One batch of :meth:`predict_topk`: raw top ``k_ask``, calibrated, open labels merged, cut to ``k``;
         a text with nothing to read gets no suggestion (:func:`xmtc.models.topk.drop_unreadable`)."""
+        raw = self._predict_batch(X, k_ask)  # first: its input checks name the bad text's line
+        return self._finish_topk(*raw, X, self.known_fraction(X), k)
+
+    def _finish_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, known: np.ndarray | None, k: int
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_topk_batch` after the method's raw top-k ``(idx, scores)`` of ``X``: calibrated, few-shot and
+        open labels merged, cut to ``k``; ``known``: :meth:`known_fraction` of ``X``."""
         from .topk import drop_unreadable
 
-        raw = self._predict_batch(X, k_ask)  # first: its input checks name the bad text's line
-        known = self.known_fraction(X)
-        idx, scores = self.calibrated_topk(*raw, X, known=known)
+        idx, scores = self.calibrated_topk(idx, scores, X, known=known)
         if getattr(self, "few_shot_", None) is not None:
             from .few_shot import merge_few_shot
 
             idx, scores = merge_few_shot(self, idx, scores, X, known)
         calibrated = getattr(self, "calibration_", None) is not None
         return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known, calibrated)
+
+    def predict_topk_depths(self, X: Any, depths: Sequence[int], *, progress: bool = False,
+                            batch_size: int = 8192) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """``{depth: predict_topk(X, depth)}`` for each of ``depths``, each bit for bit what its own call returns,
+        with the work that gives the same numbers done once (``xmtc evaluate`` asks for its metrics' k, for 10 and
+        for the zero-shot depth, :mod:`xmtc.open_metrics`).
+
+        Not one prediction at the deepest depth cut down: a calibrated top-k is re-sorted within the raw
+        candidates the method was asked for (:meth:`calibrated_topk`), and two trees' average depends on how deep
+        each tree's list goes, so the first 5 of a top-100 are not a top-5. What is shared: the method's raw top-k
+        wherever :meth:`_raw_prefix` promises that the narrower one is the first columns of the wider (then each
+        depth is calibrated and merged from those columns, as its own call does), the known-word shares, and the
+        label-text route's top-k, whose order is total (:meth:`LabelRoute.reusing_topk
+        <xmtc.models.label_route.LabelRoute.reusing_topk>`)."""
+        from .topk import empty_topk
+
+        self._check_fitted()
+        ks = {d: checked_k(d, self.n_labels) for d in depths}
+        if isinstance(X, (str, bytes)):
+            raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
+        n = X.shape[0] if sp.issparse(X) else len(X)
+        if n == 0 or not ks:
+            return {d: empty_topk(k) for d, k in ks.items()}
+        asks = {d: self._candidates(k) for d, k in ks.items()}
+        plan: list[tuple[int, list]] = []  # (raw width asked of the method, the depths finished from it)
+        for d in sorted(ks, key=lambda d: (-asks[d], -ks[d])):  # widest first: it serves the narrower ones
+            group = next((g for a, g in plan if self._raw_prefix(asks[d], a)), None)
+            if group is None:
+                plan.append((asks[d], [d]))
+            else:
+                group.append(d)
+        parts: dict[int, list] = {d: [] for d in ks}
+        from ..progress import progress_bar
+        from .label_route import reusing_route_topk
+
+        with progress_bar(progress and n > batch_size, total=n, unit="doc", desc="predict") as bar, \
+                reusing_route_topk():
+            for start in range(0, n, batch_size):
+                chunk = X[start:start + batch_size] if n > batch_size else X
+                known = None
+                for ask, group in plan:
+                    idx, scores = self._predict_batch(chunk, ask)
+                    if known is None:  # after the first raw call, whose input checks name a bad text's line
+                        known = self.known_fraction(chunk)
+                    for d in group:
+                        width = asks[d]  # copies: no depth's finishing sees another's arrays
+                        parts[d].append(self._finish_topk(idx[:, :width].copy(), scores[:, :width].copy(), chunk,
+                                                          known, ks[d]))
+                bar.update(min(batch_size, n - start))
+        return {d: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps])) if len(ps) > 1
+                else ps[0] for d, ps in parts.items()}
+
+    def _raw_prefix(self, k_small: int, k_large: int) -> bool:
+        """Whether the method's raw top ``k_small`` (:meth:`_predict_batch`) of any input is the first ``k_small``
+        columns of its raw top ``k_large``, bit for bit (:meth:`predict_topk_depths` then asks once). Methods that
+        promise it say so; by default only the same width is."""
+        return k_small == k_large
 
     def _candidates(self, k: int) -> int:
         """How many raw suggestions to ask the method for to return ``k``: room for masked labels, and where the

@@ -34,6 +34,8 @@ saved before it had one reads texts with the model's own word TF-IDF featurizer)
 from __future__ import annotations
 
 import logging
+import threading
+from contextlib import contextmanager
 
 import numpy as np
 import scipy.sparse as sp
@@ -45,6 +47,21 @@ from .route_prior import prior_ratio, unseen_mass
 log = logging.getLogger(__name__)
 
 MAP_TOP = 10  # seen labels per validation text the map is fitted on
+_REUSE = threading.local()  # per thread: {id(route): (M, k, texts, ids, probabilities)} inside reusing_route_topk
+
+
+@contextmanager
+def reusing_route_topk():
+    """Within it (on this thread), :meth:`LabelRoute.topk` of the very texts of an earlier call, at a ``k`` no
+    larger than that call's, returns that call's first ``k`` columns instead of scoring the texts again. Exact:
+    the kernel orders by cosine, then by label row (a total order), and the probabilities are elementwise.
+    :meth:`~xmtc.models.base.XMCModel.predict_topk_depths` asks for the deepest first."""
+    outer = getattr(_REUSE, "memo", None)
+    _REUSE.memo = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _REUSE.memo = outer
 
 
 def _top_cosines(X, M: sp.csr_matrix, k: int, index=None) -> tuple[np.ndarray, np.ndarray]:
@@ -181,6 +198,16 @@ class LabelRoute:
 
     def topk(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-``k`` routed labels of each text: (global ids -1 padded, probabilities)."""
+        memo = getattr(_REUSE, "memo", None) if isinstance(texts, list) else None
+        hit = None if memo is None else memo.get(id(self))
+        if hit is not None and hit[0] is self.M and hit[1] >= k and hit[2] == texts:
+            return hit[3][:, :k].copy(), hit[4][:, :k].copy()
+        ids, probs = self._topk(texts, k)
+        if memo is not None and (hit is None or hit[0] is not self.M or k > hit[1] or hit[2] != texts):
+            memo[id(self)] = (self.M, k, list(texts), ids, probs)
+        return ids, probs
+
+    def _topk(self, texts: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         M, index = self._index
         if M is not self.M:  # first prediction, or labels added or removed since
             from .route_kernels import inverted

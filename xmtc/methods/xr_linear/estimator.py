@@ -285,6 +285,17 @@ class XRLinear(XMCModel):
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self._predict_features(self.transform(X), k)
 
+    def _raw_prefix(self, k_small: int, k_large: int) -> bool:
+        """One tree's raw top-k is a prefix of any deeper one (beam search keeps the best of the same candidates by
+        score, then label id); averaged trees only while each tree's list is as long (``max(k, beam_size)``).
+        A subclass that predicts its own way promises nothing."""
+        if type(self)._predict_batch is not XRLinear._predict_batch or \
+                type(self)._predict_features is not XRLinear._predict_features:
+            return super()._raw_prefix(k_small, k_large)
+        if k_small > k_large:
+            return False
+        return len(self.models_) == 1 or max(k_small, self.beam_size) == max(k_large, self.beam_size)
+
     def _label_score(self) -> str:
         """How a label's score joins its cluster's (:func:`~xmtc.linear.beam.beam_search`): PECOS's product."""
         return "product"
