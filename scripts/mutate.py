@@ -139,6 +139,10 @@ TARGETS = [
       "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
       " or held_out or replay)) or (test_learn_memory.py and (fresh_columns or three_documents or whole_memory"
       " or few_documents or added_by_text)) or pin_update"], OPEN_OPS),
+    ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._fit",
+                                 "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
+                                 "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],
+     ["tests/test_few_shot.py"], OPEN_OPS),
 ]
 
 HELPERS = '''
