@@ -234,3 +234,33 @@ def test_a_removed_stage_label_is_never_suggested(learned):
     j = list(m.labels_.names).index("new-music")
     idx, _ = m.predict_topk(texts[cut:] + music, 20)
     assert not (idx == j).any()
+
+
+def _three_labels():
+    """Labels 9, 2, 5 (in that order): decision value = w x_0 - 1 with w = 1, 2.3, 3; leave-one-out values 0.7,
+    0.7; negatives at 0.2, 0.0."""
+    W = sp.csc_matrix(np.array([[1.0, 2.3, 3.0], [0, 0, 0], [0, 0, 0], [-1.0, -1.0, -1.0]], dtype=np.float32))
+    loo = np.vstack([_pad([0.7, 0.7], FEW)] * 3)
+    tail = np.vstack([_pad([0.2, 0.0], TAIL)] * 3)
+    return FewShotRankers([9, 2, 5], W, loo, tail, np.vstack([_pad([], RANKS.size)] * 3),
+                          sp.csr_matrix((6, 3), dtype=np.float32), [9, 9, 2, 2, 5, 5], [1.0, 1.0, 1.0], 1.0)
+
+
+def test_topk_returns_the_k_most_probable_stage_labels_best_first():
+    stage = _three_labels()
+    X = sp.csr_matrix(np.array([[0.5, 0, 0], [0.3, 0, 0]], dtype=np.float32))
+    # row 0: values -0.5, 0.15, 0.5 -> N = 2, 1, 0 -> p = 2/(2+2+1), 2/(2+1+1), 2/(2+0+1)
+    # row 1: values -0.7, -0.31, -0.1 -> p = 2/5 each: ties keep the stage's order
+    p = probability(fs._decision(X, stage.W, 1.0), stage.loo, stage.neg_tail, stage.neg_ranks, stage.omega)
+    np.testing.assert_allclose(p, [[2 / 5, 2 / 4, 2 / 3], [2 / 5, 2 / 5, 2 / 5]])
+    ids, sc = stage.topk(X, 2)
+    assert ids.tolist() == [[5, 2], [9, 2]]
+    np.testing.assert_allclose(sc, [[2 / 3, 2 / 4], [2 / 5, 2 / 5]], rtol=1e-6)
+
+
+def test_a_stage_assembled_from_parts_holds_its_labels_in_ascending_id_order():
+    a, b = _three_labels()._subset(np.array([True, False, False])), _three_labels()._subset(np.array([False, True, True]))
+    stacked = fs._stack([a, b], 3, 1.0)
+    assert stacked.label_ids.tolist() == [2, 5, 9]
+    np.testing.assert_array_equal(stacked.W.toarray()[0], np.float32([2.3, 3.0, 1.0]))  # each column follows its label
+    assert stacked.pos_owner.tolist() == [9, 9, 2, 2, 5, 5]
