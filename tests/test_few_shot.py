@@ -264,3 +264,11 @@ def test_a_stage_assembled_from_parts_holds_its_labels_in_ascending_id_order():
     assert stacked.label_ids.tolist() == [2, 5, 9]
     np.testing.assert_array_equal(stacked.W.toarray()[0], np.float32([2.3, 3.0, 1.0]))  # each column follows its label
     assert stacked.pos_owner.tolist() == [9, 9, 2, 2, 5, 5]
+
+
+def test_evidence_is_each_feature_times_its_weight_and_sums_to_the_decision_value():
+    stage = _hand_stage()
+    x = sp.csr_matrix(np.array([[0.8, 0.5, 0.0]], dtype=np.float32))
+    weights, bias, margin = stage.evidence(x, 7)
+    assert weights == {0: pytest.approx(1.6)} and bias == pytest.approx(-1.0)
+    assert margin == pytest.approx(float(fs._decision(x, stage.W, 1.0)[0, 0])) == pytest.approx(0.6)

@@ -41,7 +41,7 @@ of the texts that carry them / their share of the top-5 slots of texts that do n
   the negatives scored by the ranker fitted on them: 0.32 / 0.55 / 0.60% of the slots for the same recall, and
   its probabilities of 0.1-0.3 right 0-7% of the time (those rows' own fit pushed their values down);
 * the unit centroid of the label's documents (cosine, no solver) in place of the ranker: 23.3 / 19.2 / 26.5%,
-  0.31 / 0.49 / 0.51% (:data:`SCORER`);
+  0.31 / 0.49 / 0.51% (measured, not kept);
 * a label's prior at a typical label's count instead of its own (A scaled 4x, 2k-20k's median count 12 against
   3 documents): 25.6 / 25.0 / 28.6% but 1.15% and 1.06% of the slots on seeds 1 and 2.
 
@@ -75,7 +75,6 @@ TAIL = 256  # highest negative decision values kept per label
 # below them, the values at these ranks (1-based, among the label's negatives): N_j(s) within a factor of 2
 RANKS = TAIL * 2 ** np.arange(1, 21, dtype=np.int64)
 STAGE = "few-shot-rankers"
-SCORER = "svm"  # the flat ranker: "svm" (the solver's, as the trees') or "centroid" (module doc, measured)
 CROSS_FIT = True  # N_j counted on negatives scored out of sample (module doc); False: by the ranker fitted on them
 
 
@@ -155,7 +154,6 @@ class FewShotRankers:
         from ..linear.solver import train_level
 
         Xm = sp.csr_matrix(memory.X, dtype=np.float32)
-        d = Xm.shape[1]
         omega = memory.seen / Xm.shape[0]
         ids = np.asarray(labels, dtype=np.int64)
         own = ids[ids < memory.Y.shape[1]]
@@ -186,14 +184,9 @@ class FewShotRankers:
         a_cols = np.r_[np.zeros(n_neg, np.int64), 1 + half]
         active = sp.csr_matrix((np.ones(a_rows.size, np.float32), (a_rows, a_cols)), shape=(Y.shape[0], 3))
         X = sp.vstack([negatives, P], format="csr")
-        if SCORER == "centroid":
-            W = sp.hstack([_centroids(pos[j], d) for j in labels] + [sp.csc_matrix((d + 1, 0))], format="csc")
-            W = W[:, np.concatenate([np.r_[c0:c0 + k + 1, c0, c0] - c0 + w0 for c0, k, w0 in
-                                     zip(col0, sizes, np.r_[0, np.cumsum(sizes + 1)[:-1]])])]
-        else:
-            W = train_level(X, Y, parent_of, active, C_pos=solver["C_pos"], C_neg=solver["C_neg"] * omega,
-                            bias=self.bias, tol=solver["tol"], max_iter=solver["max_iter"],
-                            threshold=solver["threshold"], n_threads=solver["n_threads"])
+        W = train_level(X, Y, parent_of, active, C_pos=solver["C_pos"], C_neg=solver["C_neg"] * omega, bias=self.bias,
+                        tol=solver["tol"], max_iter=solver["max_iter"], threshold=solver["threshold"],
+                        n_threads=solver["n_threads"])
         loo = np.full((len(labels), FEW), -np.inf, dtype=np.float32)
         tails = np.full((len(labels), TAIL), -np.inf, dtype=np.float32)
         ranks = np.full((len(labels), RANKS.size), -np.inf, dtype=np.float32)
@@ -201,7 +194,7 @@ class FewShotRankers:
         for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
             Wj = W[:, c0:c0 + k + 3]
             loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
-            if CROSS_FIT and SCORER != "centroid":  # each remembered row scored by the column that did not see it
+            if CROSS_FIT:  # each remembered row scored by the column that did not see it
                 v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)
                 negative = np.where(half == 1, v[:, 0], v[:, 1])
             else:
@@ -290,18 +283,6 @@ def _decision(X: sp.csr_matrix, W: sp.csc_matrix, bias: float) -> np.ndarray:
     d = W.shape[0] - 1
     out = np.asarray((sp.csr_matrix(X) @ W[:d]).todense(), dtype=np.float64)
     return out + bias * W[d].toarray().ravel()[None, :]
-
-
-def _centroids(P: sp.csr_matrix, d: int) -> sp.csc_matrix:
-    """Columns: the unit mean of the rows ``P`` (column 0) and, for each row ``i``, of the others (1 + i;
-    empty where ``P`` has one row); the bias row is 0."""
-    k = P.shape[0]
-    sums = np.ones((k, k + 1), dtype=np.float32)
-    sums[np.arange(k), 1 + np.arange(k)] = 0.0
-    C = sp.csc_matrix(P.T @ sp.csr_matrix(sums))
-    norms = np.sqrt(np.asarray(C.multiply(C).sum(axis=0)).ravel())
-    C = sp.csc_matrix(C @ sp.diags(np.where(norms > 0, 1.0 / np.maximum(norms, 1e-30), 0.0)))
-    return sp.vstack([C, sp.csr_matrix((1, k + 1))], format="csc").astype(np.float32)
 
 
 def _stack(parts: list[FewShotRankers], d: int, bias: float) -> FewShotRankers:
