@@ -14,6 +14,10 @@ as scipy's sparse product sums it, so a cosine is the same number whichever way 
 or a batch. Rows are non-negative (TF-IDF), which the kernel's bookkeeping relies on and checks.
 The top ``k`` are ordered by cosine, then by label row (ties go to the lower row, never to the
 order a partial sort happens to leave); a product of 0 is no match (-1, as fewer than ``k`` matches leave).
+The best ``k`` are kept in a bounded heap (the worst of them at the root), O(log k) per kept candidate, then
+heap-sorted: at ``k`` = 1000 (``xmtc evaluate``'s zero-shot depth) a sorted insertion's O(k) shifts were most
+of a prediction. (product, row) pairs are distinct, so the order is total and the lists are the insertion's,
+bit for bit (tests/test_route_top_rows.py).
 """
 
 from __future__ import annotations
@@ -56,6 +60,33 @@ def top_rows(X, index: tuple[np.ndarray, np.ndarray, np.ndarray], n_rows: int, k
     return pos, val
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _worse(s, r, t, q):  # pragma: no cover - compiled
+    """(product ``s``, row ``r``) ranks below (``t``, ``q``): a lower product, or the same and a higher row."""
+    return s < t or (s == t and r > q)
+
+
+@njit(cache=True, nogil=True)
+def _sift_down(hv, hp, start, end):  # pragma: no cover - compiled
+    """Restore the heap ``hv[:end]`` / ``hp[:end]`` (the worst at the root) below ``start``."""
+    s = hv[start]
+    r = hp[start]
+    c = start
+    while True:
+        child = 2 * c + 1
+        if child >= end:
+            break
+        if child + 1 < end and _worse(hv[child + 1], hp[child + 1], hv[child], hp[child]):
+            child += 1
+        if not _worse(hv[child], hp[child], s, r):
+            break
+        hv[c] = hv[child]
+        hp[c] = hp[child]
+        c = child
+    hv[c] = s
+    hp[c] = r
+
+
 @njit(cache=True, nogil=True)
 def _top_rows(x_ptr, x_ind, x_val, t_ptr, t_ind, t_val, n_rows, pos, val):  # pragma: no cover - compiled
     k = pos.shape[1]
@@ -75,21 +106,39 @@ def _top_rows(x_ptr, x_ind, x_val, t_ptr, t_ind, t_val, n_rows, pos, val):  # pr
                 touched[n] = r  # kept only on the first touch: no branch to mispredict
                 n += s == 0.0
                 acc[r] = s + prod
-        filled = 0  # pos[i, :filled] / val[i, :filled]: the best so far, best first
+        # The k best so far in a bounded heap whose root is the worst of them (lowest product, then highest
+        # row): a candidate that beats the root replaces it, O(log k); then a heap sort leaves them best first.
+        # (product, row) pairs are distinct (a row is listed once), so the order is total and the result unique.
+        hv = val[i]
+        hp = pos[i]
+        filled = 0
         for q in range(n):
             r = touched[q]
             s = acc[r]
             acc[r] = 0.0
             if not s > 0.0:
                 continue
-            if filled == k and not (s > val[i, k - 1] or (s == val[i, k - 1] and r < pos[i, k - 1])):
-                continue
-            slot = filled if filled < k else k - 1
-            while slot > 0 and (s > val[i, slot - 1] or (s == val[i, slot - 1] and r < pos[i, slot - 1])):
-                val[i, slot] = val[i, slot - 1]
-                pos[i, slot] = pos[i, slot - 1]
-                slot -= 1
-            val[i, slot] = s
-            pos[i, slot] = r
-            if filled < k:
+            if filled < k:  # sift up
+                c = filled
                 filled += 1
+                while c > 0:
+                    parent = (c - 1) >> 1
+                    if not _worse(s, r, hv[parent], hp[parent]):
+                        break
+                    hv[c] = hv[parent]
+                    hp[c] = hp[parent]
+                    c = parent
+                hv[c] = s
+                hp[c] = r
+            elif _worse(hv[0], hp[0], s, r):
+                hv[0] = s
+                hp[0] = r
+                _sift_down(hv, hp, 0, k)
+        for end in range(filled - 1, 0, -1):  # the worst to the back: best first
+            s = hv[0]
+            r = hp[0]
+            hv[0] = hv[end]
+            hp[0] = hp[end]
+            hv[end] = s
+            hp[end] = r
+            _sift_down(hv, hp, 0, end)
