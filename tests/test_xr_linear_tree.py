@@ -75,3 +75,13 @@ def test_default_tree_shape_is_binary(small):
     full = xmtc.XRLinear(branching=4, max_leaf_size=7, tree_shape="full", n_threads=1).fit(X, Y, progress=False)
     assert binary.models_[0].level_sizes == [2, 12]
     assert full.models_[0].level_sizes == [4, 12]
+
+
+def test_auto_trees_count_the_labels_with_documents_not_a_vocabularys_docless_ones(small):
+    from xmtc.methods.xr_linear.estimator import AUTO_TREES, AUTO_TREES_MAX_LABELS
+
+    X, Y, _ = small
+    # the 12 documented labels plus a whole vocabulary's worth of labels without documents
+    wide = sp.hstack([Y, sp.csr_matrix((Y.shape[0], AUTO_TREES_MAX_LABELS), dtype=np.float32)], format="csr")
+    model = xmtc.XRLinear(max_leaf_size=4, n_threads=1).fit(X, wide, progress=False)
+    assert len(model.models_) == AUTO_TREES == 2

@@ -3,8 +3,8 @@
 With ``n_trees > 1`` the model is an ensemble of trees that differ only in the k-means seed; their
 top-k scores are averaged (a label missing from one tree's candidates counts as 0 there), the
 omikuji/Parabel recipe that trades train time for a point or so of precision. The default
-``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 2 trees on label sets of at most 4,096 labels that
-need a tree and 1 otherwise; the trees of an ensemble stop their solvers at ``ensemble_tol`` (0.5) instead
+``n_trees=0`` (auto, :func:`resolve_n_trees`) trains 2 trees on label sets of at most 4,096 labels with
+documents that need a tree and 1 otherwise; the trees of an ensemble stop their solvers at ``ensemble_tol`` (0.5) instead
 of ``tol`` (0.1), which the averaging absorbs (see that parameter).
 
 Against PECOS's XR-Linear (1.2.8; its C++ solver ``pecos/core/xmc/linear_solver.hpp`` and beam search
@@ -73,7 +73,7 @@ AUTO_TREES_MAX_LABELS = 4096  # ... at most this many labels; above, one tree (t
 def resolve_n_trees(n_trees: int, n_labels: int, flat: bool) -> int:
     """The number of trees to train: ``n_trees`` as given, or for 0 (auto) :data:`AUTO_TREES` when the
     label set needs a tree (``flat`` is False: a flat model would be the same for every seed) and has at
-    most :data:`AUTO_TREES_MAX_LABELS` labels, else 1.
+    most :data:`AUTO_TREES_MAX_LABELS` labels with training documents (``n_labels``), else 1.
 
     Why: below a few thousand labels a tree's k-means partition is the largest source of run-to-run
     difference (one seed's sd is 0.2-0.5 P@1 on bibtex, delicious and yso-finna-en-2k-20k), so averaging
@@ -96,8 +96,8 @@ class XRLinearConfig(LinearTreeParams):
     """Hyperparameters of XR-Linear; defaults follow PECOS's XR-Linear where it has one."""
 
     n_trees: int = param(0, "Number of trees (differently seeded indexings) whose scores are averaged;"
-                         f" 0 = auto: {AUTO_TREES} when the labels need a tree and number at most"
-                         f" {AUTO_TREES_MAX_LABELS:,}, else 1. Two trees measured +0.20 to +0.80 P@1 and +0.05"
+                         f" 0 = auto: {AUTO_TREES} when the labels need a tree and at most"
+                         f" {AUTO_TREES_MAX_LABELS:,} have training documents, else 1. Two trees measured +0.20 to +0.80 P@1 and +0.05"
                          " to +0.32 P@5 over one on bibtex, delicious and yso-finna-en-2k-20k (means of 5 tree"
                          " seeds), +0.59 / +0.41 on yso-finna-en (at 1.44x one tree's train time); each tree adds"
                          " one tree's train and predict time.", minimum=0)
@@ -197,7 +197,11 @@ class XRLinear(XMCModel):
                               f" and a tree over {tree.n_labels} labels for {Y.shape[1]}")
         # a label set that fits in one leaf gets the flat tree, which needs no label embeddings
         flat = tree is None and tree_depth(Y.shape[1], cfg.branching, cfg.max_leaf_size) == 0
-        n_trees = 1 if tree is not None else resolve_n_trees(cfg.n_trees, Y.shape[1], flat)
+        # counted: the labels with documents, whose rankers the trees' time grows with (a whole vocabulary as
+        # label file adds 25,760 doc-less labels to yso-finna-en-2k-20k's 1,994; counted, they cost it its
+        # second tree: P@1 30.78 -> 29.62)
+        documented = int(np.count_nonzero(sp.csc_matrix(Y).getnnz(axis=0)))
+        n_trees = 1 if tree is not None else resolve_n_trees(cfg.n_trees, documented, flat)
         label_emb = None if flat or tree is not None else pifa(X_feat, Y)
         # every tree first, then the label embeddings go: they are as large as the weights of the
         # last level (PIFA has a row per label) and no linear model needs them
