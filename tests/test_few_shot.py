@@ -272,3 +272,48 @@ def test_evidence_is_each_feature_times_its_weight_and_sums_to_the_decision_valu
     weights, bias, margin = stage.evidence(x, 7)
     assert weights == {0: pytest.approx(1.6)} and bias == pytest.approx(-1.0)
     assert margin == pytest.approx(float(fs._decision(x, stage.W, 1.0)[0, 0])) == pytest.approx(0.6)
+
+
+def test_labels_fitted_together_equal_labels_fitted_one_at_a_time():
+    X, Y, P = _toy(3)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    rows = sp.vstack([P, P[::-1] * 0.5], format="csr")  # label 4: rows 0-2, label 5: rows 3-5
+    Y_new = sp.csr_matrix((np.ones(6, np.float32), [4, 4, 4, 5, 5, 5], np.arange(7)), shape=(6, 6))
+    both = FewShotRankers.empty(X.shape[1], 1.0).updated(rows, Y_new, np.array([4, 5]), mem, **SOLVER)
+    assert both.label_ids.tolist() == [4, 5]
+    for col, j in enumerate((4, 5)):
+        mine = np.flatnonzero(Y_new[:, j].toarray().ravel())
+        one = FewShotRankers.empty(X.shape[1], 1.0).updated(rows[mine], sp.csr_matrix(Y_new[mine]),
+                                                             np.array([j]), mem, **SOLVER)
+        # the same objectives, solved to tolerance 1e-4 in another row order
+        np.testing.assert_allclose(both.W[:, col].toarray(), one.W.toarray(), atol=1e-3)
+        np.testing.assert_allclose(both.loo[col], one.loo[0], atol=1e-3)
+        np.testing.assert_allclose(both.neg_tail[col], one.neg_tail[0], atol=1e-3)
+        assert abs(both.pos_X[both.pos_owner == j] - rows[mine]).max() == 0
+
+
+def test_remembered_rows_that_carry_the_label_are_not_its_negatives():
+    X, Y, P = _toy(4)
+    Y = sp.csr_matrix((np.ones(2, np.float32), [4, 4], [0, 1, 2] + [2] * (X.shape[0] - 2)), shape=(X.shape[0], 5))
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)  # rows 0 and 1 carry label 4
+    Y_new = sp.csr_matrix((np.ones(3, np.float32), [4, 4, 4], np.arange(4)), shape=(3, 5))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([4]), mem, **SOLVER)
+    rest = X[2:]
+    want = train_level(sp.vstack([rest, P]), sp.csr_matrix(np.r_[np.zeros(rest.shape[0]), np.ones(3)][:, None]
+                                                            .astype(np.float32)), np.zeros(1, np.int32),
+                       sp.csr_matrix(np.ones((rest.shape[0] + 3, 1), np.float32)), bias=1.0, **SOLVER)
+    np.testing.assert_allclose(stage.W.toarray(), want.toarray(), atol=2e-3)
+
+
+def test_a_learn_that_does_not_touch_a_stage_label_leaves_it_bit_for_bit():
+    X, Y, P = _toy(5)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    first = FewShotRankers.empty(X.shape[1], 1.0).updated(
+        P, sp.csr_matrix((np.ones(3, np.float32), [4, 4, 4], np.arange(4)), shape=(3, 6)), np.array([4]), mem, **SOLVER)
+    grown = TrainingMemory(sp.vstack([X, X[:50]]), sp.vstack([Y, Y[:50]]), seen=5 * X.shape[0],
+                           capacity=X.shape[0] + 50, seed=0)  # omega would change on a refit
+    other = sp.csr_matrix((np.ones(2, np.float32), [5, 5], np.arange(3)), shape=(2, 6))
+    after = first.updated(P[:2], other, np.array([5]), grown, **SOLVER)
+    assert after.label_ids.tolist() == [4, 5]
+    assert abs(after.W[:, 0] - first.W).max() == 0 and after.omega[0] == first.omega[0] == 1.0
+    np.testing.assert_array_equal(after.loo[0], first.loo[0])

@@ -21,7 +21,7 @@ positives, every other row a negative standing for ``omega = seen / remembered``
 ``A_j(s)``: the label's documents whose *leave-one-out* decision value (the ranker refitted without that
 document) is at least ``s`` -- how a new document of the label scores, not how the ones it was fitted on do;
 ``N_j(s)``: the remembered rows without the label that score at least ``s``, each scored *out of sample* (by a
-ranker fitted without its half of the rows, even or odd: :data:`CROSS_FIT`) and standing for ``omega``
+ranker fitted without its half of the rows, even or odd) and standing for ``omega``
 documents. So ``p`` is the share of the label's documents among all documents that score at least ``s``, with
 one pseudo-negative (a text that scores above every known document is not certain): what every calibrated
 score in xmtc estimates, P(correct), counted on the model's own data instead of a validation map fitted on
@@ -75,7 +75,6 @@ TAIL = 256  # highest negative decision values kept per label
 # below them, the values at these ranks (1-based, among the label's negatives): N_j(s) within a factor of 2
 RANKS = TAIL * 2 ** np.arange(1, 21, dtype=np.int64)
 STAGE = "few-shot-rankers"
-CROSS_FIT = True  # N_j counted on negatives scored out of sample (module doc); False: by the ranker fitted on them
 
 
 def probability(values: np.ndarray, loo: np.ndarray, neg_tail: np.ndarray, neg_ranks: np.ndarray,
@@ -194,11 +193,8 @@ class FewShotRankers:
         for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
             Wj = W[:, c0:c0 + k + 3]
             loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
-            if CROSS_FIT:  # each remembered row scored by the column that did not see it
-                v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)
-                negative = np.where(half == 1, v[:, 0], v[:, 1])
-            else:
-                negative = _decision(negatives, Wj[:, [0]], self.bias)[:, 0]
+            v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)  # each row by the column that did not see it
+            negative = np.where(half == 1, v[:, 0], v[:, 1])
             desc = -np.sort(-negative)
             tails[t, :min(TAIL, n_neg)] = desc[:TAIL]
             ranks[t, within] = desc[RANKS[within] - 1]
