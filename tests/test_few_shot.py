@@ -277,8 +277,8 @@ def test_evidence_is_each_feature_times_its_weight_and_sums_to_the_decision_valu
 def test_labels_fitted_together_equal_labels_fitted_one_at_a_time():
     X, Y, P = _toy(3)
     mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
-    rows = sp.vstack([P, P[::-1] * 0.5], format="csr")  # label 4: rows 0-2, label 5: rows 3-5
-    Y_new = sp.csr_matrix((np.ones(6, np.float32), [4, 4, 4, 5, 5, 5], np.arange(7)), shape=(6, 6))
+    rows = sp.vstack([P, P[:0:-1] * 0.5], format="csr")  # label 4: rows 0-2, label 5: rows 3-4 (sizes differ)
+    Y_new = sp.csr_matrix((np.ones(5, np.float32), [4, 4, 4, 5, 5], np.arange(6)), shape=(5, 6))
     both = FewShotRankers.empty(X.shape[1], 1.0).updated(rows, Y_new, np.array([4, 5]), mem, **SOLVER)
     assert both.label_ids.tolist() == [4, 5]
     for col, j in enumerate((4, 5)):
