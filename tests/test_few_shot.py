@@ -35,8 +35,10 @@ def test_probability_counts_leave_one_out_positives_against_weighted_negatives_b
     ranks = _pad([], RANKS.size)[None, :]
     s = np.array([[0.6], [0.45], [0.35], [0.15], [-1.0]])
     p = probability(s, loo, tail, ranks, np.array([2.0]))[:, 0]
-    # s: A (loo >= s), N (negatives >= s); p = A / (A + 2 N + 1)
-    want = [0 / (0 + 0 + 1), 1 / (1 + 0 + 1), 1 / (1 + 2 + 1), 2 / (2 + 4 + 1), 2 / (2 + 6 + 1)]
+    # s: A (loo >= s), N (negatives >= s), precision A / (A + 2 N + 1); p: the best precision at or below s,
+    # read at s and at the leave-one-out values 0.5 (1 / (1 + 0 + 1)) and 0.2 (2 / (2 + 4 + 1)) below it
+    want = [max(0 / 1, 1 / 2, 2 / 7), max(1 / 2, 2 / 7), max(1 / (1 + 2 + 1), 2 / 7), 2 / (2 + 4 + 1),
+            2 / (2 + 6 + 1)]
     np.testing.assert_allclose(p, want)
 
 
@@ -45,7 +47,8 @@ def test_below_the_tail_the_count_is_read_from_the_rank_sketch():
     tail = np.full((1, TAIL), 0.5, dtype=np.float32)  # 256 negatives at 0.5
     ranks = _pad([0.2, -0.3], RANKS.size)[None, :]  # the 512th negative at 0.2, the 1024th at -0.3
     p = probability(np.array([[0.4], [0.1], [-0.5]]), loo, tail, ranks, np.array([1.0]))[:, 0]
-    np.testing.assert_allclose(p, [0.0, 0.0, 2 / (2 + 1024 + 1)])
+    # above the leave-one-out values (0, 0): their precision, with N(0) = 512 read from the sketch
+    np.testing.assert_allclose(p, [2 / (2 + 512 + 1), 2 / (2 + 512 + 1), 2 / (2 + 1024 + 1)])
     p = probability(np.array([[-0.1]]), _pad([0.0], FEW)[None, :], tail, ranks, np.array([1.0]))
     np.testing.assert_allclose(p, [[1 / (1 + 512 + 1)]])
 
@@ -256,6 +259,14 @@ def test_topk_returns_the_k_most_probable_stage_labels_best_first():
     ids, sc = stage.topk(X, 2)
     assert ids.tolist() == [[5, 2], [9, 2]]
     np.testing.assert_allclose(sc, [[2 / 3, 2 / 4], [2 / 5, 2 / 5]], rtol=1e-6)
+    # values 0, 1.3, 2: above the leave-one-out values 0.7 a label keeps their precision, 2 / (2 + 0 + 1)
+    ids, sc = stage.topk(sp.csr_matrix(np.array([[1.0, 0, 0]], dtype=np.float32)), 2)
+    assert ids.tolist() == [[2, 5]] and sc.tolist() == [[pytest.approx(2 / 3), pytest.approx(2 / 3)]]
+    # a stage without leave-one-out values (no document left out) suggests nothing
+    empty = _hand_stage()
+    empty.loo[:] = NEG
+    ids, sc = empty.topk(sp.csr_matrix(np.array([[0.8, 0, 0]], dtype=np.float32)), 1)
+    assert ids.tolist() == [[-1]] and sc.tolist() == [[0.0]]
 
 
 def test_a_stage_assembled_from_parts_holds_its_labels_in_ascending_id_order():

@@ -16,7 +16,7 @@ linear ranker ``w_j`` fitted on all remembered training rows (:mod:`xmtc.models.
 positives, every other row a negative standing for ``omega = seen / remembered`` documents, the fit's own ``C``
 -- and for a text with decision value ``s = x w_j`` the probability
 
-    p_j(s) = A_j(s) / (A_j(s) + omega * N_j(s) + 1)
+    p_j(s) = max over t <= s of  A_j(t) / (A_j(t) + omega * N_j(t) + 1)
 
 ``A_j(s)``: the label's documents whose *leave-one-out* decision value (the ranker refitted without that
 document) is at least ``s`` -- how a new document of the label scores, not how the ones it was fitted on do;
@@ -79,17 +79,40 @@ STAGE = "few-shot-rankers"
 
 def probability(values: np.ndarray, loo: np.ndarray, neg_tail: np.ndarray, neg_ranks: np.ndarray,
                 omega: np.ndarray) -> np.ndarray:
-    """``p_j(s) = A_j(s) / (A_j(s) + omega_j N_j(s) + 1)`` (module doc) for decision values ``values`` (n, m):
-    ``loo`` (m, FEW) leave-one-out values, ``neg_tail`` (m, TAIL) the highest negative values and ``neg_ranks``
-    (m, len(RANKS)) the negative values at :data:`RANKS`, each row padded with ``-inf``; ``omega`` (m,) the
-    documents each remembered row stood for when label j was fitted. Below the tail, ``N_j(s)`` is the largest
-    rank whose value is at least ``s``: counted low by less than half, so ``p`` is high by less than 2x there."""
+    """``p_j(s)`` (module doc) for decision values ``values`` (n, m): the precision of the threshold ``s``,
+    ``A_j(s) / (A_j(s) + omega_j N_j(s) + 1)``, interpolated as in information retrieval: the best precision of
+    any threshold at or below ``s`` (a text that scores above every leave-one-out value keeps the precision of
+    the highest one instead of dropping to 0). ``loo`` (m, FEW) leave-one-out values, ``neg_tail`` (m, TAIL)
+    the highest negative values and ``neg_ranks`` (m, len(RANKS)) the negative values at :data:`RANKS`, each
+    row padded with ``-inf``; ``omega`` (m,) the documents each remembered row stood for when label j was
+    fitted. Below the tail, ``N_j(s)`` is the largest rank whose value is at least ``s``: counted low by less
+    than half, so ``p`` is high by less than 2x there. One label at a time (sorted searches): no (n, m, TAIL)
+    temporary."""
     values = np.asarray(values, dtype=np.float64)
-    A = (loo[None, :, :] >= values[:, :, None]).sum(axis=2)
-    N = (neg_tail[None, :, :] >= values[:, :, None]).sum(axis=2)
-    deeper = (neg_ranks[None, :, :] >= values[:, :, None]).sum(axis=2)
-    N = np.where(deeper > 0, RANKS[np.maximum(deeper - 1, 0)], N)
-    return A / (A + np.asarray(omega, dtype=np.float64)[None, :] * N + 1.0)
+    out = np.zeros(values.shape, dtype=np.float64)
+    for j in range(values.shape[1]):
+        ratio = _precision(loo[j], neg_tail[j], neg_ranks[j], float(omega[j]))
+        points = np.sort(loo[j][np.isfinite(loo[j])].astype(np.float64))
+        out[:, j] = ratio(values[:, j])
+        if points.size:
+            best_below = np.maximum.accumulate(ratio(points))
+            at = np.searchsorted(points, values[:, j], side="right")  # leave-one-out values at or below s
+            out[:, j] = np.maximum(out[:, j], np.where(at > 0, best_below[np.maximum(at - 1, 0)], 0.0))
+    return out
+
+
+def _precision(loo: np.ndarray, tail: np.ndarray, ranks: np.ndarray, omega: float):
+    """``s -> A(s) / (A(s) + omega N(s) + 1)`` for one label (see :func:`probability`)."""
+    loo_up, tail_up, ranks_up = (np.sort(np.asarray(a, dtype=np.float64)) for a in (loo, tail, ranks))
+
+    def ratio(s: np.ndarray) -> np.ndarray:
+        A = loo_up.size - np.searchsorted(loo_up, s, side="left")
+        N = tail_up.size - np.searchsorted(tail_up, s, side="left")
+        deeper = ranks_up.size - np.searchsorted(ranks_up, s, side="left")
+        N = np.where(deeper > 0, RANKS[np.maximum(deeper - 1, 0)], N)
+        return A / (A + omega * N + 1.0)
+
+    return ratio
 
 
 class FewShotRankers:
