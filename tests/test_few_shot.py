@@ -79,7 +79,7 @@ def _value(W, x, bias=1.0):
 
 
 def test_leave_one_out_and_cross_fitted_values_match_fits_made_one_at_a_time():
-    X, Y, P = _toy()
+    X, Y, P = _toy(n=600)
     mem = TrainingMemory(X, Y, seen=2 * X.shape[0], capacity=X.shape[0], seed=0)  # omega = 2
     Y_new = sp.csr_matrix((np.ones(3, np.float32), np.full(3, 4), np.arange(4)), shape=(3, 5))
     stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([4]), mem, **SOLVER)
@@ -101,10 +101,22 @@ def test_leave_one_out_and_cross_fitted_values_match_fits_made_one_at_a_time():
         Wh = _alone(sp.vstack([X[other], P]), np.r_[np.zeros(other.size), np.ones(3)])
         mine = X[np.flatnonzero(np.arange(n) % 2 == h)]
         values.append(np.asarray(mine @ Wh.toarray()[:-1]).ravel() + Wh.toarray()[-1, 0])
-    want = np.sort(np.concatenate(values))[::-1][:TAIL]
-    np.testing.assert_allclose(stage.neg_tail[0, :want.size], want, atol=2e-3)
+    ordered = np.sort(np.concatenate(values))[::-1]
+    np.testing.assert_allclose(stage.neg_tail[0], ordered[:TAIL], atol=2e-3)
+    assert stage.neg_ranks[0, 0] == pytest.approx(ordered[511], abs=2e-3) and np.isneginf(stage.neg_ranks[0, 1:]).all()
     # the in-sample values (the documents the ranker saw) are higher than the leave-one-out ones
     assert np.all(np.asarray(P @ full.toarray()[:-1]).ravel() + full.toarray()[-1, 0] > stage.loo[0, :3] + 0.05)
+
+
+def test_the_negative_sketch_keeps_the_tail_and_the_values_at_the_ranks():
+    values = np.random.default_rng(0).permutation(-np.arange(1500, dtype=np.float32))  # the r-th highest: 1 - r
+    tail, ranks = fs.negative_sketch(values)
+    np.testing.assert_array_equal(tail, -np.arange(TAIL, dtype=np.float32))
+    assert RANKS[:2].tolist() == [512, 1024]
+    np.testing.assert_array_equal(ranks[:2], [-511.0, -1023.0])
+    assert np.isneginf(ranks[2:]).all()
+    tail, ranks = fs.negative_sketch(np.array([0.5, 0.25], dtype=np.float32))
+    assert tail[:3].tolist() == [0.5, 0.25, -np.inf] and np.isneginf(ranks).all()
 
 
 def test_one_document_or_more_than_few_keep_a_label_out_of_the_stage():
@@ -271,10 +283,13 @@ def test_topk_returns_the_k_most_probable_stage_labels_best_first():
 
 def test_a_stage_assembled_from_parts_holds_its_labels_in_ascending_id_order():
     a, b = _three_labels()._subset(np.array([True, False, False])), _three_labels()._subset(np.array([False, True, True]))
-    stacked = fs._stack([a, b], 3, 1.0)
-    assert stacked.label_ids.tolist() == [2, 5, 9]
-    np.testing.assert_array_equal(stacked.W.toarray()[0], np.float32([2.3, 3.0, 1.0]))  # each column follows its label
-    assert stacked.pos_owner.tolist() == [9, 9, 2, 2, 5, 5]
+    c = _three_labels()
+    c.label_ids = np.array([7, 0, 3])
+    stacked = fs._stack([a, b, c], 3, 1.0)
+    assert stacked.label_ids.tolist() == [0, 2, 3, 5, 7, 9]
+    # each column follows its label
+    np.testing.assert_array_equal(stacked.W.toarray()[0], np.float32([2.3, 2.3, 3.0, 3.0, 1.0, 1.0]))
+    assert stacked.pos_owner.tolist() == [9, 9, 2, 2, 5, 5, 9, 9, 2, 2, 5, 5]
 
 
 def test_evidence_is_each_feature_times_its_weight_and_sums_to_the_decision_value():

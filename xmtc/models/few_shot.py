@@ -212,15 +212,12 @@ class FewShotRankers:
         loo = np.full((len(labels), FEW), -np.inf, dtype=np.float32)
         tails = np.full((len(labels), TAIL), -np.inf, dtype=np.float32)
         ranks = np.full((len(labels), RANKS.size), -np.inf, dtype=np.float32)
-        within = RANKS <= n_neg
         for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
             Wj = W[:, c0:c0 + k + 3]
             loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
             v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)  # each row by the column that did not see it
             negative = np.where(half == 1, v[:, 0], v[:, 1])
-            desc = -np.sort(-negative)
-            tails[t, :min(TAIL, n_neg)] = desc[:TAIL]
-            ranks[t, within] = desc[RANKS[within] - 1]
+            tails[t], ranks[t] = negative_sketch(negative)
         owners = np.repeat(ids, sizes)
         return FewShotRankers(ids, W[:, col0], loo, tails, ranks, P, owners, np.full(len(labels), omega), self.bias)
 
@@ -295,6 +292,18 @@ class FewShotRankers:
                 not np.isin(stage.pos_owner, ids).all() or not np.all(stage.omega >= 1.0):
             raise ModelFormatError(f"{where}: the few-shot rankers do not match the model's labels or features")
         return stage
+
+
+def negative_sketch(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(tail, ranks)`` of one label's negative values: the :data:`TAIL` highest, best first, and the value of
+    rank ``r`` (1-based, the r-th highest) for each ``r`` in :data:`RANKS`; ``-inf`` where there are fewer."""
+    desc = -np.sort(-np.asarray(values, dtype=np.float32))
+    tail = np.full(TAIL, -np.inf, dtype=np.float32)
+    tail[:min(TAIL, desc.size)] = desc[:TAIL]
+    ranks = np.full(RANKS.size, -np.inf, dtype=np.float32)
+    within = RANKS <= desc.size
+    ranks[within] = desc[RANKS[within] - 1]
+    return tail, ranks
 
 
 def _decision(X: sp.csr_matrix, W: sp.csc_matrix, bias: float) -> np.ndarray:
