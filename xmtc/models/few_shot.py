@@ -32,9 +32,12 @@ top-k as the label-text route's is (:func:`xmtc.models.label_route.merge_topk`).
 **The choices, measured** (yso-finna-en-2k-20k, the case above, seeds 0 / 1 / 2, learned labels in the top 10
 of the texts that carry them / their share of the top-5 slots of texts that do not):
 
-* trees alone 23.8 / 15.4 / 24.5% and 0.16 / 0.13 / 0.21%; the stage as built 23.8 / 23.1 / 26.5% and 0.20 /
-  0.26 / 0.31%, P@1 unchanged (``benchmarks/learn_few.py``; benchmarks/RESULTS.md, "Labels learned from a few
-  documents, scored flat", has the probe's figures for the variants below);
+* trees alone 23.8 / 15.4 / 24.5% and 0.16 / 0.13 / 0.21%; the stage as built 26.2 / 28.8 / 26.5% and 0.24 /
+  0.30 / 0.35%, P@1 30.86 / 30.24 / 30.60 against 30.86 / 30.22 / 30.62 (``benchmarks/learn_few.py``;
+  benchmarks/RESULTS.md, "Labels learned from a few documents, scored flat", has the probe's figures for the
+  variants below);
+* the plain precision at ``s`` (not interpolated: a text above every leave-one-out value got 0): 23.8 / 23.1 /
+  26.5% and 0.20 / 0.26 / 0.31%;
 * the documents' own (in-sample) decision values in place of the leave-one-out ones (a prototype, top 10 of
   ``predict(k=20)``): 34.9 / 42.3 / 36.7% but 1.54 / 1.59 / 1.82% of the others' slots (the documents a ranker
   was fitted on score higher than new ones);
