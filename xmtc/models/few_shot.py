@@ -41,8 +41,9 @@ of the texts that carry them / their share of the top-5 slots of texts that do n
 * the documents' own (in-sample) decision values in place of the leave-one-out ones (a prototype, top 10 of
   ``predict(k=20)``): 34.9 / 42.3 / 36.7% but 1.54 / 1.59 / 1.82% of the others' slots (the documents a ranker
   was fitted on score higher than new ones);
-  the negatives scored by the ranker fitted on them: 0.32 / 0.55 / 0.60% of the slots for the same recall, and
-  its probabilities of 0.1-0.3 right 0-7% of the time (those rows' own fit pushed their values down);
+* the negatives scored by the ranker fitted on them (not cross-fitted): 0.32 / 0.55 / 0.60% of the slots for
+  the same recall, and its probabilities of 0.1-0.3 right 0-7% of the time (those rows' own fit pushed their
+  values down);
 * the unit centroid of the label's documents (cosine, no solver) in place of the ranker: 23.3 / 19.2 / 26.5%,
   0.31 / 0.49 / 0.51% (measured, not kept);
 * a label's prior at a typical label's count instead of its own (A scaled 4x, 2k-20k's median count 12 against
