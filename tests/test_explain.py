@@ -166,6 +166,17 @@ def test_cli_explain_prints_json_and_text(fitted, reuters_small, tmp_path, capsy
     assert "k must be a positive integer" in capsys.readouterr().err
 
 
+def test_cli_explain_reads_the_text_from_standard_input_given_a_dash(fitted, reuters_small, tmp_path, capsys,
+                                                                      monkeypatch):
+    import io
+
+    fitted.save(tmp_path / "m")
+    text = reuters_small[1][0][0]
+    monkeypatch.setattr("sys.stdin", io.StringIO(text + "\n"))
+    assert main(["explain", str(tmp_path / "m"), "-", "-k", "2", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(json.dumps(fitted.explain([text], k=2)[0]))
+
+
 # -- transformer methods: the TF-IDF half exactly, the embedding half as one term ---------------------
 def test_transformer_explanation_has_an_embedding_term(tsv_sample, tiny_bert):
     texts, labels = tsv_sample("yso-finna-en-2k-20k", "train", 200)

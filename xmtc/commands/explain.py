@@ -14,7 +14,7 @@ def add_parser(sub, common) -> None:
                                    " its score; a label suggested from its label text lists the character"
                                    " n-grams the text shares with it (see xmtc.models.explain).")
     p.add_argument("model_dir")
-    p.add_argument("text", help="The text to explain (quote it).")
+    p.add_argument("text", help="The text to explain (quote it); - reads it from standard input.")
     p.add_argument("-k", type=int, default=5, help="Labels to explain (default: 5).")
     p.add_argument("--n-terms", type=int, default=10, help="Terms per label (default: 10).")
     p.add_argument("--json", action="store_true", help="Print the explanation as one JSON list.")
@@ -31,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         able = [m for m in method_names() if callable(getattr(estimator_class(m), "explain", None))]
         raise ConfigError(f"{args.model_dir}: a {model.method} model cannot explain its suggestions (explain works"
                           f" with {', '.join(able)})")
+    if args.text == "-":  # as predict reads "-": the whole of standard input is the one text
+        args.text = sys.stdin.read().strip()
     labels = model.explain([args.text], k=args.k, n_terms=args.n_terms)[0]
     if not labels:  # a blank or unreadable text: say why nothing follows
         from ..models.records import reading_warning
@@ -50,6 +52,9 @@ def run(args: argparse.Namespace) -> int:
         if source == "label-text":
             print(f"{e['score']:.4f}  {name}   [from its label text: cosine {e['cosine']:.3f} = the n-grams it"
                   " shares with the text]")
+        elif source == "few-shot":
+            print(f"{e['score']:.4f}  {name}   [learned from a few documents, flat ranker: margin {e['margin']:+.3f}"
+                  f" = terms + bias {e['bias']:+.3f}]")
         else:
             print(f"{e['score']:.4f}  {name}   [margin {e['margin']:+.3f} = terms + bias {e['bias']:+.3f}]")
         for t in e["terms"]:
