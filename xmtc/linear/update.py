@@ -229,11 +229,22 @@ def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw, curvature=
     d = init.shape[0] - 1
     hold = np.ones(d, dtype=np.float64) if curvature is None else np.sqrt(np.asarray(curvature, dtype=np.float64))
     if curvature is not None:
-        X = sp.csr_matrix(X @ sp.diags(1.0 / hold), dtype=np.float32)
+        X = sp.csr_matrix(X, dtype=np.float32, copy=True)  # X diag(1 / hold), in float64 as the product was
+        X.data = (X.data.astype(np.float64) * (1.0 / hold)[X.indices]).astype(np.float32)
     kw["bias"] = kw.get("bias", 1.0) / b_hold
-    scale = sp.diags(np.r_[hold, b_hold].astype(np.float32))
-    W = train_level(X, Y, parent_of, active, init=sp.csc_matrix(scale @ init), warm=warm, n_threads=n_threads, **kw)
-    return sp.csc_matrix(sp.diags(np.r_[1.0 / hold, 1.0 / b_hold].astype(np.float32)) @ W, dtype=np.float32)
+    W = train_level(X, Y, parent_of, active, init=_scaled(init, np.r_[hold, b_hold]), warm=warm, n_threads=n_threads,
+                    **kw)
+    return _scaled(W, np.r_[1.0 / hold, 1.0 / b_hold])
+
+
+def _scaled(W, row_scale: np.ndarray) -> sp.csc_matrix:
+    """``diag(row_scale) @ W`` for a csc ``W``, in float32, by scaling its stored values: the products a sparse
+    matrix product gives, without its two format conversions (3.7 s of a learn of 104k rows into
+    yso-finna-en's tree)."""
+    W = sp.csc_matrix(W, dtype=np.float32, copy=True)
+    W.sort_indices()
+    W.data *= np.asarray(row_scale, dtype=np.float32)[W.indices]
+    return W
 
 
 def old_curvature(X_old: sp.csr_matrix, weight: float, C: float) -> np.ndarray:
