@@ -343,3 +343,14 @@ def test_a_learn_that_does_not_touch_a_stage_label_leaves_it_bit_for_bit():
     assert after.label_ids.tolist() == [4, 5]
     assert abs(after.W[:, 0] - first.W).max() == 0 and after.omega[0] == first.omega[0] == 1.0
     np.testing.assert_array_equal(after.loo[0], first.loo[0])
+
+
+def test_an_old_label_the_new_documents_carry_never_joins_the_stage():
+    X, Y, P = _toy(6)
+    Y = sp.csr_matrix((np.ones(30, np.float32), np.zeros(30, np.int64), np.r_[np.arange(31), np.full(X.shape[0] - 30, 30)]),
+                      shape=(X.shape[0], 5))  # label 0 has 30 remembered documents
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    # three new documents, each of label 0 (old, with a ranker) and of the new label 5
+    Y_new = sp.csr_matrix((np.ones(6, np.float32), [0, 5, 0, 5, 0, 5], [0, 2, 4, 6]), shape=(3, 6))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([5]), mem, **SOLVER)
+    assert stage.label_ids.tolist() == [5]

@@ -214,8 +214,8 @@ class FewShotRankers:
                         tol=solver["tol"], max_iter=solver["max_iter"], threshold=solver["threshold"],
                         n_threads=solver["n_threads"])
         loo = np.full((len(labels), FEW), -np.inf, dtype=np.float32)
-        tails = np.full((len(labels), TAIL), -np.inf, dtype=np.float32)
-        ranks = np.full((len(labels), RANKS.size), -np.inf, dtype=np.float32)
+        tails = np.empty((len(labels), TAIL), dtype=np.float32)  # every row written below
+        ranks = np.empty((len(labels), RANKS.size), dtype=np.float32)
         for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
             Wj = W[:, c0:c0 + k + 3]
             loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
