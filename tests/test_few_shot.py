@@ -354,3 +354,18 @@ def test_an_old_label_the_new_documents_carry_never_joins_the_stage():
     Y_new = sp.csr_matrix((np.ones(6, np.float32), [0, 5, 0, 5, 0, 5], [0, 2, 4, 6]), shape=(3, 6))
     stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([5]), mem, **SOLVER)
     assert stage.label_ids.tolist() == [5]
+
+
+def test_a_learned_model_featurizes_each_text_once_per_prediction(learned, monkeypatch):
+    model, texts, cut, music = learned
+    want = model.predict_topk(texts[cut:], 10)
+    calls = []
+    original = model.featurizer_.transform
+    monkeypatch.setattr(model.featurizer_, "transform", lambda t: calls.append(len(t)) or original(t))
+    got = model.predict_topk(texts[cut:], 10)
+    assert calls == [len(texts) - cut]  # the trees' features go on to the few-shot rankers
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+    calls.clear()
+    depths = model.predict_topk_depths(texts[cut:], [5, 10])
+    assert len(calls) == 1 and np.array_equal(depths[10][0], want[0])

@@ -273,20 +273,26 @@ class XMCModel:
     def _topk_batch(self, X: Any, k_ask: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """One batch of :meth:`predict_topk`: raw top ``k_ask``, calibrated, open labels merged, cut to ``k``;
         a text with nothing to read gets no suggestion (:func:`xmtc.models.topk.drop_unreadable`)."""
-        raw = self._predict_batch(X, k_ask)  # first: its input checks name the bad text's line
-        return self._finish_topk(*raw, X, self.known_fraction(X), k)
+        idx, scores, features = self._raw_topk(X, k_ask)  # first: its input checks name the bad text's line
+        return self._finish_topk(idx, scores, X, self.known_fraction(X), k, features)
 
-    def _finish_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, known: np.ndarray | None, k: int
-                     ) -> tuple[np.ndarray, np.ndarray]:
+    def _raw_topk(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray, Any]:
+        """:meth:`_predict_batch`'s raw top-k and, where the model keeps a stage that reads them too (the
+        few-shot rankers of :mod:`xmtc.models.few_shot`), the features it computed on the way; else None."""
+        return (*self._predict_batch(X, k), None)
+
+    def _finish_topk(self, idx: np.ndarray, scores: np.ndarray, X: Any, known: np.ndarray | None, k: int,
+                     features: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """:meth:`_topk_batch` after the method's raw top-k ``(idx, scores)`` of ``X``: calibrated, few-shot and
-        open labels merged, cut to ``k``; ``known``: :meth:`known_fraction` of ``X``."""
+        open labels merged, cut to ``k``; ``known``: :meth:`known_fraction` of ``X``; ``features``: those
+        :meth:`_raw_topk` gave, if any."""
         from .topk import drop_unreadable
 
         idx, scores = self.calibrated_topk(idx, scores, X, known=known)
         if getattr(self, "few_shot_", None) is not None:
             from .few_shot import merge_few_shot
 
-            idx, scores = merge_few_shot(self, idx, scores, X, known)
+            idx, scores = merge_few_shot(self, idx, scores, X, known, features)
         calibrated = getattr(self, "calibration_", None) is not None
         return drop_unreadable(*self._open_topk(idx, scores, X, k), X, known, calibrated)
 
@@ -330,13 +336,13 @@ class XMCModel:
                 chunk = X[start:start + batch_size] if n > batch_size else X
                 known = None
                 for ask, group in plan:
-                    idx, scores = self._predict_batch(chunk, ask)
+                    idx, scores, features = self._raw_topk(chunk, ask)
                     if known is None:  # after the first raw call, whose input checks name a bad text's line
                         known = self.known_fraction(chunk)
                     for d in group:
                         width = asks[d]  # copies: no depth's finishing sees another's arrays
                         parts[d].append(self._finish_topk(idx[:, :width].copy(), scores[:, :width].copy(), chunk,
-                                                          known, ks[d]))
+                                                          known, ks[d], features))
                 bar.update(min(batch_size, n - start))
         return {d: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps])) if len(ps) > 1
                 else ps[0] for d, ps in parts.items()}

@@ -331,14 +331,15 @@ def _stack(parts: list[FewShotRankers], d: int, bias: float) -> FewShotRankers:
                           np.concatenate([p.omega for p in parts])[order], bias)
 
 
-def merge_few_shot(model, idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None
+def merge_few_shot(model, idx: np.ndarray, scores: np.ndarray, X, known: np.ndarray | None, features=None
                    ) -> tuple[np.ndarray, np.ndarray]:
     """A calibrated model's top-k of ``X`` merged with its few-shot rankers' (module doc); the stage's scores
-    are cut for texts the model can hardly read as its own are (:func:`~xmtc.models.calibration.damp_unreadable`)."""
+    are cut for texts the model can hardly read as its own are (:func:`~xmtc.models.calibration.damp_unreadable`).
+    ``features``: ``model.transform(X)`` where the caller has it (the prediction that came first)."""
     stage = getattr(model, "few_shot_", None)
     if stage is None or not len(stage) or getattr(model, "calibration_", None) is None:
         return idx, scores
     from .calibration import MIN_KNOWN
 
     damp = None if known is None else np.minimum(1.0, np.asarray(known, dtype=np.float64) / MIN_KNOWN)
-    return stage.merge(idx, scores, model.transform(X), damp)
+    return stage.merge(idx, scores, model.transform(X) if features is None else features, damp)

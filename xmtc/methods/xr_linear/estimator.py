@@ -289,6 +289,14 @@ class XRLinear(XMCModel):
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self._predict_features(self.transform(X), k)
 
+    def _raw_topk(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray, Any]:
+        """With few-shot rankers (only after a ``learn``, which the subclasses refuse) the features go on to them:
+        each text is featurized once."""
+        if getattr(self, "few_shot_", None) is None:
+            return super()._raw_topk(X, k)
+        X_feat = self.transform(X)
+        return (*self._predict_features(X_feat, k), X_feat)
+
     def _raw_prefix(self, k_small: int, k_large: int) -> bool:
         """One tree's raw top-k is a prefix of any deeper one (beam search keeps the best of the same candidates by
         score, then label id); averaged trees only while each tree's list is as long (``max(k, beam_size)``).
