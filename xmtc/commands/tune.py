@@ -32,24 +32,22 @@ def _positive_int(text: str) -> int:
     return value
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+def _finite_float(zero_ok: bool, expected: str):
+    """An argparse type: a finite number above 0 (or at least 0, ``zero_ok``); else the one-line error
+    ``expected EXPECTED, got 'TEXT'``."""
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = float("nan")
+        if not ((value >= 0 if zero_ok else value > 0) and value < float("inf")):
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}")
+        return value
+    return parse
 
 
-def _non_negative_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not 0 <= value < float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
+_positive_float = _finite_float(False, "a number of seconds > 0")
+_non_negative_float = _finite_float(True, "a number >= 0")
 
 
 def add_parser(sub, common) -> None:
