@@ -137,7 +137,8 @@ class FewShotRankers:
     @classmethod
     def empty(cls, n_features: int, bias: float) -> "FewShotRankers":
         return cls(np.zeros(0, np.int64), sp.csc_matrix((n_features + 1, 0)), np.zeros((0, FEW)),
-                   np.zeros((0, TAIL)), np.zeros((0, RANKS.size)), sp.csr_matrix((0, n_features)), np.zeros(0, np.int64), np.zeros(0), bias)
+                   np.zeros((0, TAIL)), np.zeros((0, RANKS.size)), sp.csr_matrix((0, n_features)),
+                   np.zeros(0, np.int64), np.zeros(0), bias)
 
     def __len__(self) -> int:
         return int(self.label_ids.size)
@@ -145,21 +146,23 @@ class FewShotRankers:
     # -- fitting ----------------------------------------------------------------------------------------
     def updated(self, X_new: sp.csr_matrix, Y_new: sp.csr_matrix, fresh: np.ndarray, memory, *, C_pos: float,
                 C_neg: float, tol: float, max_iter: int, threshold: float, n_threads=None) -> "FewShotRankers":
-        """The stage after a learn of ``(X_new, Y_new)`` (this one is not changed): fit the ``fresh`` labels (no ranker before the learn) and refit the
-        stage's labels that the new rows carry; labels with more than :data:`FEW` documents leave (or never
-        join) the stage. ``memory``: the :class:`~xmtc.models.memory.TrainingMemory` before it takes in the new
-        rows (the negatives); without one the stage stays as it is."""
-
+        """The stage after a learn of ``(X_new, Y_new)`` (this one is not changed): fit the ``fresh`` labels (no
+        ranker before the learn) and refit the stage's labels that the new rows carry; labels with more than
+        :data:`FEW` documents leave (or never join) the stage. ``memory``: the
+        :class:`~xmtc.models.memory.TrainingMemory` before it takes in the new rows (the negatives); without one
+        the stage stays as it is."""
         Y_new = sp.csc_matrix(Y_new)
         touched = np.union1d(np.asarray(fresh, dtype=np.int64)[np.asarray(Y_new[:, fresh].getnnz(axis=0)) > 0],
                              self.label_ids[np.asarray(Y_new[:, self.label_ids].getnnz(axis=0)) > 0]
                              if len(self) else np.zeros(0, np.int64))
         if memory is None or not len(memory) or touched.size == 0:
             return self
-        rows = {int(j): [self.pos_X[self.pos_owner == j]] for j in touched if j in set(self.label_ids.tolist())}
-        for j in touched:
-            rows.setdefault(int(j), []).append(X_new[Y_new[:, int(j)].indices])
-        pos = {j: sp.vstack(parts, format="csr") for j, parts in rows.items()}
+        staged = set(self.label_ids.tolist())
+        pos = {}  # each touched label's documents: those the stage kept, then the new ones
+        for j in touched.tolist():
+            new = X_new[Y_new[:, j].indices]
+            pos[j] = sp.vstack([self.pos_X[self.pos_owner == j], new], format="csr") if j in staged else \
+                sp.csr_matrix(new)
         fit = [j for j in sorted(pos) if MIN_DOCS <= pos[j].shape[0] <= FEW]
         keep = ~np.isin(self.label_ids, touched)
         parts = [self._subset(keep)]
