@@ -200,7 +200,7 @@ class XRLinear(XMCModel):
         # counted: the labels with documents, whose rankers the trees' time grows with (a whole vocabulary as
         # label file adds 25,760 doc-less labels to yso-finna-en-2k-20k's 1,994; counted, they cost it its
         # second tree: P@1 30.78 -> 29.62)
-        documented = int(np.unique(Y.tocsr().indices).size)  # columns with a stored entry; no csc copy of Y
+        documented = int(np.count_nonzero(self.label_counts_))
         n_trees = 1 if tree is not None else resolve_n_trees(cfg.n_trees, documented, flat)
         label_emb = None if flat or tree is not None else pifa(X_feat, Y)
         # every tree first, then the label embeddings go: they are as large as the weights of the
