@@ -29,6 +29,7 @@ sampled per target with a fixed seed. Results go to ``--out`` (JSON lines) and a
 
     python scripts/mutate.py --max 60 --timeout 300 --out /tmp/mutants.jsonl
     python scripts/mutate.py --list                      # the sites, nothing run
+    python scripts/mutate.py --only update.py --funcs _refit,_scaled --max 1000   # some functions of a target
 """
 
 from __future__ import annotations
@@ -107,25 +108,30 @@ TARGETS = [
      ["tests/test_label_text.py", "tests/test_open_world_mutants.py", "-k",
       "(test_label_text.py and (tfidf or without_documents or command_line or labels_added or label_texts_are"
       " or encoder_scorer)) or pin_label_text"], OPEN_OPS),
-    ("xmtc/models/label_route.py", ["_top_cosines", "merge_topk", "LabelRoute.fit", "LabelRoute.add",
-                                    "LabelRoute.remove", "LabelRoute.prior_ratio", "LabelRoute.map_odds",
-                                    "LabelRoute.probabilities", "LabelRoute.topk", "LabelRoute.merge"],
-     ["tests/test_open_labels.py", "tests/test_open_world_mutants.py", "-k",
-      "(test_open_labels.py and not serve) or pin_route"], OPEN_OPS),
+    ("xmtc/models/label_route.py", ["reusing_route_topk", "_top_cosines", "merge_topk", "LabelRoute.fit",
+                                    "LabelRoute.add", "LabelRoute.remove", "LabelRoute.prior_ratio",
+                                    "LabelRoute.map_odds", "LabelRoute.probabilities", "LabelRoute.topk",
+                                    "LabelRoute._topk", "LabelRoute.merge"],
+     ["tests/test_open_labels.py", "tests/test_evaluate_once.py", "tests/test_open_world_mutants.py", "-k",
+      "(test_open_labels.py and not serve) or (test_evaluate_once.py and reuses) or pin_route"], OPEN_OPS),
+    ("xmtc/models/route_kernels.py", ["inverted", "top_rows", "_worse", "_sift_down", "_top_rows"],
+     ["tests/test_route_top_rows.py", "tests/test_open_world_mutants.py", "-k",
+      "test_route_top_rows.py or pin_kernels"], OPEN_OPS),
     ("xmtc/models/route_prior.py", ["unseen_mass", "prior_ratio"],
      ["tests/test_open_labels.py", "tests/test_open_world_mutants.py", "-k",
       "(test_open_labels.py and (route_map or unseen_mass or prior)) or pin_prior"], OPEN_OPS),
-    ("xmtc/models/open_labels.py", ["attach_route", "apply_open_labels", "add_labels", "_updated_vocab",
-                                    "_grown_vocab", "_grow_label_arrays", "remove_labels"],
+    ("xmtc/models/open_labels.py", ["attach_route", "apply_open_labels", "add_labels", "_texts_or_names",
+                                    "_updated_vocab", "_default_texts", "_grown_vocab", "_grow_label_arrays",
+                                    "remove_labels"],
      ["tests/test_open_labels.py", "tests/test_label_text.py", "tests/test_explain.py", "tests/test_label_files.py",
       "tests/test_open_world_mutants.py", "-k",
-      "(test_open_labels.py and (label_file_labels or labels_add_then_remove)) or (test_label_text.py and"
-      " labels_added_after) or (test_explain.py and (removed_labels or added_after_training)) or"
+      "(test_open_labels.py and (label_file_labels or labels_add_then_remove or without_text_is_routed)) or"
+      " (test_label_text.py and labels_added_after) or (test_explain.py and (removed_labels or added_after_training)) or"
       " (test_label_files.py and (labels_add_takes or keeps_what_the_file or label_changes or native_label_texts))"
       " or pin_open_labels"],
      OPEN_OPS),
-    ("xmtc/models/learning.py", ["learn_tree_model", "_follow_labels", "docs_before", "carry_calibration",
-                                 "_new_labels"],
+    ("xmtc/models/learning.py", ["learn_tree_model", "_few_shot_after", "_follow_labels", "docs_before",
+                                 "carry_calibration", "_new_labels"],
      ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
       "(test_learn.py and (new_label or held_out or replay or band or calibration)) or (test_learn_memory.py and"
       " (three_documents or whole_memory or remove_then_learn or added_by_text)) or pin_learning"], OPEN_OPS),
@@ -134,11 +140,12 @@ TARGETS = [
       "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"],
      OPEN_OPS),
     ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
-                               "_training_rows", "_refit", "_fit_fresh", "_padded", "_never", "_replace_columns"],
+                               "_training_rows", "_refit", "_scaled", "old_curvature", "_fit_fresh", "_padded", "_never",
+                               "_replace_columns"],
      ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
       "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
       " or held_out or replay)) or (test_learn_memory.py and (fresh_columns or three_documents or whole_memory"
-      " or few_documents or added_by_text)) or pin_update"], OPEN_OPS),
+      " or few_documents or added_by_text or bias_anchor or curvature)) or pin_update"], OPEN_OPS),
     ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._fit",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],
@@ -393,11 +400,13 @@ def make_copy(workdir: Path) -> Path:
     return main
 
 
-def run_tests(main: Path, args: list[str], timeout: int, first: bool = True) -> tuple[str, float, str]:
+def run_tests(main: Path, args: list[str], timeout: int, first: bool = True, workers: str | None = None
+              ) -> tuple[str, float, str]:
     """Run pytest on the copy: ``(passed | failed | timeout | errorN, seconds, last line [failed tests])``;
-    ``first``: stop at the first failure."""
+    ``first``: stop at the first failure; ``workers``: pytest-xdist's ``-n`` (None: pyproject's addopts)."""
     env = {**os.environ, "PYTHONPATH": str(main), "PYTHONDONTWRITEBYTECODE": "1"}
-    cmd = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first else []), "-p", "no:cacheprovider", *args]
+    cmd = [sys.executable, "-m", "pytest", "-q", *(["-x"] if first else []), "-p", "no:cacheprovider",
+           *(["-n", workers] if workers is not None else []), *args]
     t0 = time.time()
     try:
         r = subprocess.run(cmd, cwd=main, env=env, capture_output=True, text=True, timeout=timeout)
@@ -418,6 +427,9 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", default=None)
     ap.add_argument("--out", default=None)
     ap.add_argument("--only", default=None, help="run only targets whose file contains this text")
+    ap.add_argument("--funcs", default=None,
+                    help="comma-separated: mutate only these of the targets' functions (names as in TARGETS)")
+    ap.add_argument("--workers", default=None, help="pytest-xdist's -n for every test run (default: pyproject's)")
     ap.add_argument("--list", action="store_true")
     ap.add_argument("--rerun", default=None, help="JSON lines of an earlier run: run its survivors again")
     ap.add_argument("--must", action="append", default=[],
@@ -426,7 +438,10 @@ def main(argv=None) -> int:
 
     targets = [t for t in TARGETS if a.only is None or a.only in t[0]]
     per_target = []
+    only_funcs = None if a.funcs is None else set(a.funcs.split(","))
     for path, names, test_args, *ops in targets:
+        if only_funcs is not None:
+            names = [f for f in names if f in only_funcs]
         src = (ROOT / path).read_text()
         s = [x for x in sites(ast.parse(src), names, tuple(ops[0]) if ops else ()) if mutate_source(src, x) is not None]
         per_target.append((path, src, s, test_args))
@@ -473,7 +488,7 @@ def main(argv=None) -> int:
         print(f"the copy is not what imports: {probe.stdout.strip()} {probe.stderr[-300:]}")
         return 2
     for test_args in {tuple(t[3]) for t in per_target}:
-        status, secs, tail = run_tests(main_copy, list(test_args), a.timeout)
+        status, secs, tail = run_tests(main_copy, list(test_args), a.timeout, workers=a.workers)
         print(f"baseline {' '.join(test_args)[:80]}: {status} in {secs:.0f} s ({tail})", flush=True)
         if status != "passed":
             return 2
@@ -483,7 +498,7 @@ def main(argv=None) -> int:
         mutated = mutate_source(src, site)
         target.write_text(mutated)
         try:
-            status, secs, tail = run_tests(main_copy, test_args, a.timeout)
+            status, secs, tail = run_tests(main_copy, test_args, a.timeout, workers=a.workers)
         finally:
             target.write_text(src)
         verdict = "survived" if status == "passed" else "killed"

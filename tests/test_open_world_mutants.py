@@ -875,3 +875,218 @@ def test_pin_alc_at_scale_zero_the_step_is_the_base_step():
     out = A.with_alc(net, rep, Y, base)
     assert out.loss is base.loss and list(out.rows) == list(base.rows)      # no auxiliary rows join the step
     assert out.parts == {**base.parts, "alc_w": 1.0} and int(net.alc.steps) == 1
+
+
+# -- the refit of old nodes: the bias hold and the curvature scale proximal refits only (2026-11-28) ----------------
+def _refit_inputs(seed=0, n=60, d=5):
+    rng = np.random.default_rng(seed)
+    X = sp.csr_matrix(rng.normal(size=(n, d)).astype(np.float32))
+    Y = sp.csr_matrix((rng.random(n) < 0.3).astype(np.float32)[:, None])
+    w0 = sp.csc_matrix(np.r_[rng.normal(size=d), 0.7].astype(np.float32)[:, None])
+    return X, Y, np.zeros(1, dtype=np.int32), sp.csr_matrix(np.ones((n, 1), np.float32)), w0
+
+
+def test_pin_update_a_dual_refit_is_train_level_itself_whatever_the_curvature():
+    """``curvature`` is a *proximal* refit's ``1/2 sum_j h_j (w_j - w_old_j)^2`` (update's docstring) and the bias
+    hold is the proximal step's too: a dual refit is the node's full objective, i.e. ``train_level`` with the
+    old weights as its start, bit for bit, with or without a curvature."""
+    from xmtc.linear.solver import train_level
+    from xmtc.linear.update import _refit
+
+    X, Y, parent, active, w0 = _refit_inputs()
+    kw = dict(C_pos=0.5, C_neg=0.5, bias=1.0, tol=1e-6, max_iter=10000, threshold=0.0)
+    want = train_level(X, Y, parent, active, init=w0, warm="dual", n_threads=1, **kw).toarray()
+    h = np.array([1.0, 30.0, 2.0, 300.0, 5.0])
+    for curvature in (None, h):
+        got = _refit(X, Y, parent, active, w0, "dual", 1, dict(kw), curvature).toarray()
+        np.testing.assert_array_equal(got, want)
+
+
+def test_pin_update_a_proximal_refit_without_bias_holds_nothing_and_is_train_level_itself():
+    """``bias=0`` (no bias feature): nothing to hold, so a proximal refit without a curvature is ``train_level``'s
+    proximal step, bit for bit; with a curvature ``h`` it is the proximal step on ``x_j / sqrt(h_j)`` from
+    ``w_old_j sqrt(h_j)``, mapped back (``_refit``'s docstring), the bias feature still 0."""
+    from xmtc.linear.solver import train_level
+    from xmtc.linear.update import _refit
+
+    X, Y, parent, active, w0 = _refit_inputs(seed=2)
+    kw = dict(C_pos=0.5, C_neg=0.5, bias=0.0, tol=1e-6, max_iter=10000, threshold=0.0)
+    want = train_level(X, Y, parent, active, init=w0, warm="proximal", n_threads=1, **kw).toarray()
+    np.testing.assert_array_equal(_refit(X, Y, parent, active, w0, "proximal", 1, dict(kw)).toarray(), want)
+    h = np.array([1.0, 30.0, 2.0, 300.0, 5.0])
+    s = np.sqrt(h)
+    Xs = sp.csr_matrix((X.toarray().astype(np.float64) / s).astype(np.float32))
+    init = sp.csc_matrix((w0.toarray().astype(np.float64) * np.r_[s, 1.0][:, None]).astype(np.float32))
+    scaled = train_level(Xs, Y, parent, active, init=init, warm="proximal", n_threads=1, **kw).toarray()
+    np.testing.assert_allclose(_refit(X, Y, parent, active, w0, "proximal", 1, dict(kw), h).toarray(),
+                               scaled / np.r_[s, 1.0][:, None], rtol=1e-5, atol=1e-6)
+
+
+def _assert_curvature(got, want):
+    """``got`` is ``want`` on the remembered rows' features and 1 on any past them (words a learn adds to the
+    vocabulary, which no remembered row has)."""
+    assert got is not None and len(got) >= len(want)
+    np.testing.assert_allclose(got[:len(want)], want, rtol=1e-5)
+    assert np.all(got[len(want):] == 1.0)
+
+
+def test_pin_learning_a_curvature_learn_holds_features_by_the_remembered_rows_at_the_fits_C(xr_small, monkeypatch):
+    """``curvature=True`` (proximal refits only): ``update`` gets ``h_j = 1 + 2 C_neg (seen / len) sum_i x_ij^2`` over
+    the memory as it was before the learn, written out here, and the fit's own C (h stands for the old rows, so
+    no anchor divides C); a whole memory refits dual (no h, nothing refused), unless ``whole_memory_refit`` is off;
+    without remembered rows there is nothing to count h on."""
+    import copy
+
+    import xmtc.linear.update as upd
+    from xmtc.data.dataset import label_matrix
+    from xmtc.errors import ConfigError
+    from xmtc.models.learning import learn_tree_model
+    from xmtc.models.memory import TrainingMemory
+
+    model, texts, labels, cut = xr_small
+    cfg = model.config
+    calls, real = [], upd.update
+    monkeypatch.setattr(upd, "update", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    docs, labs = texts[cut:cut + 20], labels[cut:cut + 20]
+    X_old = model.transform(texts[:cut])
+    Y_old = label_matrix(labels[:cut], model.labels_)[0]
+
+    sampled = copy.deepcopy(model)
+    sampled.memory_ = TrainingMemory.sample(X_old, Y_old, capacity=30, seed=0)
+    Xm = sampled.memory_.X.toarray().astype(np.float64)
+    want = 1.0 + 2.0 * cfg.C_neg * (cut / 30) * (Xm ** 2).sum(axis=0)
+    learn_tree_model(sampled, docs, labs, anchor=2.0, curvature=True)
+    kw = calls[-1]
+    assert kw["warm"] == "proximal" and kw["replay"] is None
+    _assert_curvature(kw["curvature"], want)
+    assert (kw["C_pos"], kw["C_neg"]) == (cfg.C_pos, cfg.C_neg)
+    assert kw["fresh_C"] == (cfg.C_pos, pytest.approx(cfg.C_neg * cut / 30))
+
+    whole = copy.deepcopy(model)
+    whole.memory_ = TrainingMemory.sample(X_old, Y_old, capacity=10 ** 6, seed=0)
+    learn_tree_model(copy.deepcopy(whole), docs, labs, anchor=2.0, curvature=True)
+    kw = calls[-1]
+    assert kw["warm"] == "dual" and kw["curvature"] is None and kw["replay"][0].shape[0] == cut
+    learn_tree_model(whole, docs, labs, anchor=2.0, curvature=True, whole_memory_refit=False)
+    kw = calls[-1]
+    assert kw["warm"] == "proximal" and kw["replay"] is None and kw["memory"][0].shape[0] == cut
+    Xw = X_old.toarray().astype(np.float64)
+    _assert_curvature(kw["curvature"], 1.0 + 2.0 * cfg.C_neg * (Xw ** 2).sum(axis=0))
+    assert kw["fresh_C"] == (cfg.C_pos, pytest.approx(cfg.C_neg))
+
+    with pytest.raises(ConfigError, match="curvature needs"):
+        learn_tree_model(copy.deepcopy(model), docs, labs, memory=False, curvature=True)
+    learn_tree_model(copy.deepcopy(model), docs, labs, memory=False)    # no curvature asked: no rows needed
+
+
+def test_pin_learning_one_document_with_one_label_is_enough_and_none_is_refused(xr_small):
+    """One label occurrence is something to learn (the new label's count becomes 1); zero is refused."""
+    import copy
+
+    from xmtc.errors import DataFormatError
+    from xmtc.models.learning import learn_tree_model
+
+    model, texts, labels, cut = xr_small
+    one = learn_tree_model(copy.deepcopy(model), texts[cut:cut + 1], [["brand-new"]], memory=False)
+    assert one.labels_.names[-1] == "brand-new" and one.label_counts_[-1] == 1 and one.n_train_ == model.n_train_ + 1
+    with pytest.raises(DataFormatError, match="no document has a label"):
+        learn_tree_model(copy.deepcopy(model), texts[cut:cut + 2], [[], []], memory=False)
+    with pytest.raises(DataFormatError, match="no documents"):
+        learn_tree_model(copy.deepcopy(model), [], [], memory=False)
+
+
+@pytest.mark.parametrize("anchor", [0, 0.0, -1.0, float("inf"), float("nan"), True, "4"])
+def test_pin_learning_anchor_must_be_a_positive_finite_number(xr_small, anchor):
+    from xmtc.errors import ConfigError
+    from xmtc.models.learning import learn_tree_model
+
+    model, texts, labels, cut = xr_small
+    with pytest.raises(ConfigError, match="anchor must be a positive number"):
+        learn_tree_model(model, texts[cut:cut + 1], [["x"]], anchor=anchor)     # refused before anything changes
+
+
+def test_pin_learning_a_label_matrix_of_the_wrong_shape_is_refused_and_new_columns_get_placeholder_names(xr_small):
+    """A sparse Y needs a row per document and at least the model's label columns (either wrong is refused);
+    its columns past them are named ``<new j>`` (j the column) when no vocabulary names them; stored zeros are
+    no labels and other values count as 1."""
+    import copy
+
+    from xmtc.errors import DataFormatError
+    from xmtc.models.learning import _new_labels
+
+    model, texts, labels, cut = xr_small
+    L = model.n_labels
+    for shape in [(3, L), (5, L - 1), (3, L + 2)]:
+        with pytest.raises(DataFormatError, match="expected 4 rows"):
+            _new_labels(model, sp.csr_matrix(shape, dtype=np.float32), None, 4)
+    Y = sp.csr_matrix((np.array([2.0, 0.0, 1.0], np.float32), ([0, 1, 2], [0, L, L + 1])), shape=(4, L + 2))
+    got, vocab = _new_labels(copy.deepcopy(model), Y, None, 4)
+    assert vocab.names == model.labels_.names + [f"<new {L}>", f"<new {L + 1}>"]
+    assert got.nnz == 2 and got.toarray()[[0, 2], [0, L + 1]].tolist() == [1.0, 1.0] and got[1].nnz == 0
+
+
+def test_pin_route_reuse_scores_each_text_batch_once_per_depth_and_label_set(monkeypatch):
+    """``reusing_route_topk`` (its docstring): within it, the very texts of an earlier call at a ``k`` no larger
+    than that call's are answered from it -- ``_topk`` is not run again, the answer is the first ``k`` columns,
+    a copy; other texts, a larger ``k`` or a changed label set (``add``: a new ``M``) are scored anew, and a
+    larger ``k`` then serves the smaller ones; nested contexts share the outer memo; outside, every call scores."""
+    from xmtc.features.tfidf import TfidfFeaturizer
+    from xmtc.models.label_route import LabelRoute, _REUSE, reusing_route_topk
+
+    f = TfidfFeaturizer(min_df=1).fit(["steam trains", "bird watching", "old maps", "sea shells", "steam birds"])
+    route = LabelRoute(np.array([5, 9, 11]), f.transform(["steam trains", "bird watching", "steam birds"]),
+                       np.array([0.0, 1.0]), np.array([0.2, 0.8]), f)
+    calls, real = [], LabelRoute._topk
+    monkeypatch.setattr(LabelRoute, "_topk", lambda self, t, k: calls.append((list(t), k)) or real(self, t, k))
+    texts = ["steam trains and birds", "bird maps"]
+    plain = {k: real(route, texts, k) for k in (1, 2, 3)}
+    with reusing_route_topk():
+        ids, probs = route.topk(texts, 2)
+        assert calls == [(texts, 2)] and np.array_equal(ids, plain[2][0]) and np.array_equal(probs, plain[2][1])
+        for k in (2, 1):                                          # the same texts at k <= 2: answered from it
+            ids, probs = route.topk(list(texts), k)
+            assert np.array_equal(ids, plain[k][0]) and np.array_equal(probs, plain[k][1])
+            ids[:] = -7                                           # a copy: the memo is not written through
+        assert len(calls) == 1
+        ids, _ = route.topk(texts, 3)                             # deeper: scored, and then it serves
+        assert calls[-1] == (texts, 3) and np.array_equal(ids, plain[3][0])
+        with reusing_route_topk():                                # nested: the same memo
+            assert np.array_equal(route.topk(texts, 2)[0], plain[2][0]) and np.array_equal(route.topk(texts, 3)[0],
+                                                                                          plain[3][0])
+        assert len(calls) == 2 and _REUSE.memo
+        route.topk(texts[:1], 1)                                  # other texts: scored
+        assert calls[-1] == (texts[:1], 1)
+        route.topk(texts, 1)
+        assert calls[-1] == (texts, 1) and len(calls) == 4        # the memo holds the last texts only
+        route.add([12], ["bird maps"])                            # a new label set: scored, the new label found
+        ids, _ = route.topk(texts, 1)
+        assert len(calls) == 5 and ids[1, 0] == 12
+        assert route.topk(texts, 1)[0][1, 0] == 12 and len(calls) == 5   # ... and that answer serves in turn
+    assert _REUSE.memo is None
+    route.topk(texts, 1)
+    route.topk(texts, 1)
+    assert len(calls) == 7                                        # outside: every call scores
+
+
+# -- the route's inverted-index kernel ---------------------------------------------------------------------------
+def test_pin_kernels_stay_inside_their_scratch_arrays_when_a_text_touches_every_label_row(tmp_path):
+    """Every label row holds both of a text's n-grams: the first n-gram's postings touch all ``n_rows`` rows, the
+    second writes its rows to the scratch list again (kept only on a first touch, so its slot ``n_rows`` is
+    written). Compiled with numba's bounds checks (a fresh cache), the kernel must stay inside its arrays and give
+    the products by hand."""
+    import os
+    import subprocess
+    import sys
+
+    code = """
+import numpy as np, scipy.sparse as sp
+from xmtc.models.route_kernels import inverted, top_rows
+M = sp.csr_matrix(np.array([[1.0, 1.0], [2.0, 1.0], [1.0, 3.0]], np.float32))
+pos, val = top_rows(sp.csr_matrix(np.array([[1.0, 0.5]], np.float32)), inverted(M), 3, 4)
+assert pos.tolist() == [[1, 2, 0, -1]], pos   # 2.5, 2.5 (a tie: the lower row first), 1.5
+assert val.tolist() == [[2.5, 2.5, 1.5, 0.0]], val
+print("ok")
+"""
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)}
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

@@ -203,7 +203,7 @@ class LabelRoute:
         if hit is not None and hit[0] is self.M and hit[1] >= k and hit[2] == texts:
             return hit[3][:, :k].copy(), hit[4][:, :k].copy()
         ids, probs = self._topk(texts, k)
-        if memo is not None and (hit is None or hit[0] is not self.M or k > hit[1] or hit[2] != texts):
+        if memo is not None:  # a miss (other texts, a larger k or a new M): this call is the one to reuse now
             memo[id(self)] = (self.M, k, list(texts), ids, probs)
         return ids, probs
 
