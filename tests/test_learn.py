@@ -130,15 +130,30 @@ def test_a_new_label_is_placed_and_suggested_for_its_documents(small):
     assert sum(t == "brand-new" for t in top) >= len(docs) * 0.75
 
 
-def test_learning_the_held_out_part_improves_on_it_and_keeps_the_vocabulary(small):
+def test_learning_the_held_out_part_improves_on_it_and_grows_the_vocabulary(small, tmp_path):
     model, texts, labels, cut = small
-    m = _copy(model)
     held, held_labels = texts[cut:], labels[cut:]
-    before = m.evaluate(held, held_labels)["P@1"]
-    m.learn(held, held_labels)
-    after = m.evaluate(held, held_labels)["P@1"]
-    assert after > before + 5
-    assert m.featurizer_.n_features_ == model.featurizer_.n_features_ == m.n_features_
+    before = model.evaluate(held, held_labels)["P@1"]
+    kept = _copy(model).learn(held, held_labels, new_words=False)
+    assert kept.featurizer_.n_features_ == model.featurizer_.n_features_ == kept.n_features_
+    m = _copy(model).learn(held, held_labels)
+    assert m.evaluate(held, held_labels)["P@1"] > before + 5
+    d, grown = model.n_features_, m.featurizer_.n_features_
+    assert grown == m.n_features_ == m.models_[0].n_features > d
+    assert m.memory_.X.shape[1] == grown
+    # the grown vocabulary is the old one plus what a fit on the held-out texts adds (the featurizer's own test)
+    ref, added = model.featurizer_.extended(held, model.n_train_)
+    assert added == grown - d and ref.feature_names() == m.featurizer_.feature_names()
+    # old features keep their idf; a text without new words gets the row it got before
+    assert np.array_equal(m.featurizer_.idf_[:d], model.featurizer_.idf_)
+    plain = [t for t in texts[:cut] if m.transform([t])[:, d:].nnz == 0][:20]
+    assert plain and (m.transform(plain)[:, :d] != model.transform(plain)).nnz == 0
+    # some node learned weights on the new features, and the model saves and loads as it predicts
+    W = m.models_[0].levels_[-1].to_weights()
+    assert W.shape[0] == grown + 1 and W[d:grown].nnz > 0
+    back = xmtc.load(m.save(tmp_path / "m"))
+    assert back.n_features_ == grown
+    assert back.predict(held[:50], k=3) == m.predict(held[:50], k=3)
 
 
 def test_replay_refits_on_old_and_new(small):
@@ -335,3 +350,45 @@ def test_learn_keeps_calibration_counts_and_scales_its_edges(small):
     assert m.n_train_ == n_before + len(held)
     assert np.array_equal(m.calibration_.label_counts, m.label_counts_)
     assert np.allclose(m.calibration_.edges, edges * (n_before + len(held)) / n_before)
+
+
+def test_new_words_are_held_by_the_regulariser_alone_old_ones_by_the_anchor(small, monkeypatch):
+    """The anchor stands for the old documents' pull; no old document holds a word first seen in the new ones,
+    so its weight gets the fit's own regulariser: 1/anchor in the proximal refit's units."""
+    import xmtc.linear.update as upd
+
+    model, texts, labels, cut = small
+    seen = {}
+    real = upd.update
+
+    def spy(*args, **kw):
+        seen["h"] = kw.get("curvature")
+        return real(*args, **kw)
+
+    monkeypatch.setattr(upd, "update", spy)
+    m = _copy(model).learn(texts[cut:], labels[cut:], anchor=5.0, whole_memory_refit=False)
+    d, grown = model.n_features_, m.n_features_
+    h = seen["h"]
+    assert grown > d and h.shape == (grown,)
+    assert np.all(h[:d] == 1.0) and np.allclose(h[d:], 1 / 5.0)
+    _copy(model).learn(texts[cut:], labels[cut:], anchor=5.0, whole_memory_refit=False, new_words=False)
+    assert seen["h"] is None
+
+
+def test_widened_weights_keep_every_weight_and_move_the_bias_row_past_the_new_features():
+    from xmtc.linear.update import widened, widened_rows
+
+    rng = np.random.default_rng(0)
+    A = sp.random(7, 5, density=0.5, dtype=np.float32, random_state=1).toarray()
+    A[6] = rng.normal(size=5)  # the bias row of d_old = 6 features
+    W = sp.csc_matrix(A)
+    V = widened(W, 9).toarray()
+    assert V.shape == (10, 5)
+    np.testing.assert_array_equal(V[:6], A[:6])
+    np.testing.assert_array_equal(V[6:9], 0)
+    np.testing.assert_array_equal(V[9], A[6])
+    assert widened(W, 6) is W
+    X = sp.random(4, 6, density=0.5, format="csr", dtype=np.float32, random_state=2)
+    np.testing.assert_array_equal(widened_rows(X, 9).toarray(), np.hstack([X.toarray(), np.zeros((4, 3))]))
+    with pytest.raises(ConfigError):
+        widened(W, 5)

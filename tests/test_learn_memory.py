@@ -111,11 +111,13 @@ def test_three_documents_of_a_new_label_do_not_take_over_other_texts(trained, NE
 
 
 def test_a_learn_with_the_whole_memory_is_the_replayed_refit(trained, NEW, tmp_path):
-    """When every training row is remembered, learn refits exactly as replay of those rows would."""
+    """When every training row is remembered, learn refits exactly as replay of those rows would (the rows as
+    featurized at training: the remembered rows hold none of the n-grams a learn adds to the vocabulary)."""
     model, texts, labels, cut = trained
     a = _copy(model, tmp_path, "a").learn(NEW, [["railways"]] * 3)
-    b = _copy(model, tmp_path, "b").learn(NEW, [["railways"]] * 3, replay=(texts[:cut], labels[:cut]),
-                                          memory=False)
+    b = _copy(model, tmp_path, "b").learn(NEW, [["railways"]] * 3, replay=(model.transform(texts[:cut]),
+                                                                          labels[:cut]), memory=False)
+    assert a.n_features_ == b.n_features_
     for la, lb in zip(a.models_[0].levels_, b.models_[0].levels_):
         assert abs(la.to_weights() - lb.to_weights()).max() == 0
 

@@ -256,3 +256,118 @@ def test_input_validation():
 def test_impossible_configurations(kw, texts):
     with pytest.raises(ConfigError):
         TfidfFeaturizer(**kw).fit(["alpha beta gamma", "beta gamma delta", "gamma"] * 4 if texts is None else texts)
+
+
+# -- a vocabulary grown by a learn's texts ---------------------------------------------------------------
+def _corpus(rng, n, n_words, length=8):
+    words = [f"w{i}" for i in range(n_words)]
+    p = 1.0 / np.arange(1, n_words + 1)
+    return [" ".join(rng.choice(words, size=rng.integers(1, length + 1), p=p / p.sum())) for _ in range(n)]
+
+
+def _grown_by_definition(old, new, n_before, **kw):
+    """Names, idf and rows of the grown vocabulary computed with sklearn: the old fit's features, then those a
+    fit on ``new`` alone keeps that the old lacks, with idf ln((N + 1) / (df_new + 1)) + 1."""
+    from sklearn.feature_extraction.text import CountVectorizer
+
+    base = _sklearn(**kw).fit(old)
+    old_names = list(base.get_feature_names_out())
+    new_fit = _sklearn(**kw).fit(new)
+    added = sorted(set(new_fit.get_feature_names_out()) - set(old_names))
+    counts = CountVectorizer(ngram_range=kw["ngram_range"], min_df=1, vocabulary=added).fit_transform(new)
+    df = np.asarray((counts > 0).sum(axis=0)).ravel()
+    idf = np.r_[base.idf_, np.log((n_before + len(new) + 1) / (df + 1)) + 1]
+    names = old_names + added
+
+    def rows(texts):
+        tf = CountVectorizer(ngram_range=kw["ngram_range"], vocabulary=names).fit_transform(texts).astype(np.float64)
+        tf.data = (1 + np.log(tf.data)) * idf[tf.indices]
+        norms = np.sqrt(np.asarray(tf.multiply(tf).sum(axis=1)).ravel())
+        return sp.diags(1 / np.where(norms > 0, norms, 1)) @ tf
+
+    return names, idf, rows
+
+
+@pytest.mark.parametrize("ngram_range", [(1, 2), (1, 3), (2, 3)])
+def test_a_grown_vocabulary_is_the_old_one_plus_the_new_texts_fit_with_their_idf(ngram_range):
+    rng = np.random.default_rng(0)
+    old, new = _corpus(rng, 300, 150), _corpus(rng, 120, 260)
+    kw = dict(ngram_range=ngram_range, min_df=2, sublinear_tf=True)
+    f = TfidfFeaturizer(**kw).fit(old)
+    g, added = f.extended(new, len(old))
+    names, idf, rows = _grown_by_definition(old, new, len(old), **kw)
+    assert added == len(names) - f.n_features_ > 0
+    assert g.feature_names() == names and f.feature_names() == names[:f.n_features_]  # old ids stay
+    np.testing.assert_allclose(g.idf_, idf, rtol=1e-6)
+    probe = old[:40] + new + ["w259 w258 w1 w259 w258", "w0"]
+    np.testing.assert_allclose(g.transform(probe).toarray(), rows(probe).toarray(), atol=1e-6)
+    # saved and loaded, it reads texts the same; the original is unchanged
+    params, arrays = g.to_arrays()
+    assert (TfidfFeaturizer.from_arrays(params, arrays).transform(probe) != g.transform(probe)).nnz == 0
+    assert f.n_features_ == len(f.idf_) == len(names) - added
+
+
+def test_a_grown_vocabulary_keeps_to_max_features_and_adds_nothing_twice():
+    rng = np.random.default_rng(1)
+    old, new = _corpus(rng, 300, 150), _corpus(rng, 120, 260)
+    f = TfidfFeaturizer(min_df=2).fit(old)
+    g, added = f.extended(new, len(old))
+    again, more = g.extended(new, len(old) + len(new))  # the same texts again: counted twice, added once
+    names = again.feature_names()
+    assert names[:g.n_features_] == g.feature_names() and len(set(names)) == len(names) == g.n_features_ + more
+    assert again.n_docs_ == len(old) + 2 * len(new)
+    capped = TfidfFeaturizer(min_df=2, max_features=f.n_features_ + 5).fit(old)
+    assert capped.n_features_ == f.n_features_  # the cap did not bind on the old texts
+    c, k = capped.extended(new, len(old))
+    assert k == 5 and c.n_features_ == f.n_features_ + 5
+    full_names = g.feature_names()[f.n_features_:]
+    df = np.asarray((g.transform(new)[:, f.n_features_:] > 0).sum(axis=0)).ravel()
+    top = sorted(np.argsort(-df, kind="stable")[:5].tolist())
+    assert c.feature_names()[f.n_features_:] == [full_names[i] for i in top]  # the 5 in most new texts
+    assert f.extended(["w0"], len(old))[1] == 0  # one text of a known word: nothing to add
+
+
+@pytest.mark.parametrize("ngram_range", [(1, 2), (1, 3)])
+def test_a_grown_vocabulary_remembering_rare_ngrams_is_that_of_a_fit_on_all_texts(ngram_range, tmp_path):
+    """With the n-grams seen too rarely remembered, each learn adds what a fit on every text so far keeps
+    (sklearn on the union, the second implementation), with that fit's idf; old features keep theirs."""
+    rng = np.random.default_rng(2)
+    old, new1, new2 = _corpus(rng, 300, 400), _corpus(rng, 80, 500), _corpus(rng, 60, 600)
+    f = TfidfFeaturizer(ngram_range=ngram_range, min_df=2)
+    f.remember_rare = True
+    f.fit(old)
+    params, arrays = f.to_arrays()  # the record travels with a saved model
+    g = TfidfFeaturizer.from_arrays(params, arrays)
+    for step, batch in enumerate((new1, new2)):
+        seen = old + new1 + (new2 if step else [])
+        g, added = g.extended(batch)
+        union = _sklearn(ngram_range=ngram_range).fit(seen)
+        names = g.feature_names()
+        old_names = f.feature_names()
+        assert names[:len(old_names)] == old_names
+        union_names = list(union.get_feature_names_out())
+        assert sorted(names) == sorted(union_names)  # exactly the union fit's vocabulary
+        assert g.n_docs_ == len(seen)
+        idf_union = dict(zip(union_names, union.idf_))
+        added_now = names[len(names) - added:]
+        assert added > 0 and all(n not in old_names for n in added_now)
+        np.testing.assert_allclose(g.idf_[len(names) - added:], [idf_union[n] for n in added_now], rtol=1e-5)
+        np.testing.assert_array_equal(g.idf_[:len(old_names)], f.idf_)
+        params, arrays = g.to_arrays()
+        g = TfidfFeaturizer.from_arrays(params, arrays)
+    # without the record (a featurizer saved before it was kept) only the new texts' own counts decide
+    plain, k = TfidfFeaturizer(ngram_range=ngram_range, min_df=2).fit(old).extended(new1, len(old))
+    assert 0 < k < TfidfFeaturizer.from_arrays(*f.to_arrays()).extended(new1)[1]
+
+
+def test_a_damaged_rare_ngram_record_is_refused():
+    f = TfidfFeaturizer(min_df=2)
+    f.remember_rare = True
+    f.fit(_corpus(np.random.default_rng(3), 100, 200))
+    params, arrays = f.to_arrays()
+    assert arrays["rare_hash"].size > 0
+    for broken in ({k: v for k, v in arrays.items() if k != "rare_df"},
+                   {**arrays, "rare_hash": arrays["rare_hash"][::-1].copy()},
+                   {**arrays, "rare_df": np.zeros_like(arrays["rare_df"])}):
+        with pytest.raises(ModelFormatError):
+            TfidfFeaturizer.from_arrays(params, broken)

@@ -18,9 +18,10 @@ def add_parser(sub, common) -> None:
     p = sub.add_parser(
         "learn", help="Update a trained model with new labelled documents (new labels included).",
         description="Learn from FILEs of labelled documents (any mix of TSV, JSONL such as the /label page of"
-                    " `xmtc serve` writes, XC or npz) without a full retrain. xr-linear: keeps its vocabulary"
-                    " and label tree, hangs each new label under the leaf cluster its documents are routed to,"
-                    " and refits only the nodes whose training data changed: a new label against the training"
+                    " `xmtc serve` writes, XC or npz) without a full retrain. xr-linear: keeps its label tree, adds"
+                    " the new documents' words to its vocabulary (as a fit on all documents would; --keep-vocabulary"
+                    " does not), hangs each new label under the leaf cluster its documents are routed to, and"
+                    " refits only the nodes whose training data changed: a new label against the training"
                     " rows the model remembers (--memory-rows at training), the other nodes on the remembered rows"
                     " and the new ones where the model remembers all of them, else pulled toward their old"
                     " weights (the bias hardest). The neural methods (xr-transformer, x-transformer,"
@@ -32,6 +33,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("-o", "--output", help="Write the updated model here (default: replace MODEL_DIR atomically).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format of every FILE; default: guess each.")
     p.add_argument("--label-file", help="Label names/texts file, e.g. for the new labels' display names.")
+    p.add_argument("--keep-vocabulary", action="store_true",
+                   help="Keep the TF-IDF vocabulary as trained (default: words of the new documents it lacks,"
+                        " in at least min_df of them, join it with the idf of a fit on all documents seen).")
     p.add_argument("--anchor", type=float, default=4.0,
                    help="Pull toward the old weights, relative to the fit's regulariser (default: 4; larger"
                         " changes the model less).")
@@ -55,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
                        label_file=args.label_file)
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(ds.path, None, "no labelled document; nothing to learn")
-    model.learn(ds.inputs, ds.Y, labels=ds.labels, anchor=args.anchor, progress=not args.quiet)
+    model.learn(ds.inputs, ds.Y, labels=ds.labels, anchor=args.anchor, new_words=not args.keep_vocabulary,
+                progress=not args.quiet)
     path = model.save(output)
     log.info("learned %d documents (%d new labels) into %s in %.1fs", len(ds), model.n_labels - n_before, path,
              time.perf_counter() - t0)

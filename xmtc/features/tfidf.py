@@ -43,6 +43,7 @@ merge into one feature in sklearn.
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 import re
 from collections.abc import Sequence
@@ -74,6 +75,10 @@ _SMALL_INPUT_CHARS = 4096
 _KEEP_TOKENS = 8192  # texts of a batch whose tokens are kept for the next call (XMCModel.predict_topk's batch)
 
 _AT_MOST_SPACE = re.compile(r"[\x00- ]")
+# n-grams seen in fewer than min_df texts that a featurizer remembers (by 64-bit hash, with their counts) so that
+# a learn can count them on (``extended``); above this many, the smallest hashes: a uniform sample of them
+RARE_MAX = 4_000_000
+_RARE_ARRAYS = ("rare_hash", "rare_df", "n_docs")
 
 
 class TfidfFeaturizer:
@@ -90,6 +95,12 @@ class TfidfFeaturizer:
 
     #: (texts, unigram ids, doc_ptr) of the last tokenized batch, for the next call on the same texts (_unigrams)
     _last_tokens: tuple | None = None
+    #: (sorted uint64 hashes, document counts) of the n-grams seen in fewer than min_df texts (``extended``)
+    _rare: tuple | None = None
+    #: texts the document frequencies are counted on (None: a featurizer saved before it was kept)
+    n_docs_: int | None = None
+    #: a fit keeps the n-grams it saw too rarely, for ``extended`` (set by the models that learn: XR-Linear)
+    remember_rare: bool = False
 
     def __init__(self, ngram_range=(1, 2), min_df=2, max_df=1.0, max_features=None, sublinear_tf=True,
                  lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN, analyzer="simple",
@@ -219,6 +230,12 @@ class TfidfFeaturizer:
             raise ConfigError(f"max_df={self.max_df!r} corresponds to fewer texts than min_df={self.min_df!r} "
                               f"on {n_docs} texts")
         cand = np.flatnonzero((df_all <= high) & (df_all >= low))
+        self._rare, self.n_docs_ = None, n_docs
+        if self.remember_rare:  # n-grams too rare to keep: remembered for a learn to count on (``extended``)
+            rare = np.flatnonzero(df_all < low)
+            hashes = _node_hashes(uni_strings, [k // n_uni for k in keys[1:]], [k % n_uni for k in keys[1:]])
+            h_all = np.concatenate([hashes[n - 1] for n in range(min_n, max_n + 1)])
+            self._rare = _rare_record(h_all[rare], df_all[rare])
         rank = np.empty(n_uni, np.int64)
         rank[np.array(sorted(range(n_uni), key=uni_strings.__getitem__), dtype=np.int64)] = np.arange(n_uni)
         cand = cand[self._alphabetical_order(level_of[cand], local_id[cand], keys, rank, uni_strings, n_uni)]
@@ -311,6 +328,140 @@ class TfidfFeaturizer:
     def _rows(self, featpos: np.ndarray, doc_ptr: np.ndarray) -> sp.csr_matrix:
         _, _, _, _, sublinear, norm = self._frozen
         return build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_)
+
+    # ---- growing --------------------------------------------------------------------------------
+
+    def extended(self, texts: Sequence[str], n_docs_before: int | None = None) -> tuple["TfidfFeaturizer", int]:
+        """A copy whose vocabulary also holds what a fit on all the documents would keep of the n-grams of
+        ``texts`` (a learn's new documents) that it lacks: counted in ``texts`` plus, for n-grams the earlier
+        documents held too rarely to keep, the count remembered from them (the featurizer keeps the n-grams seen
+        in fewer than ``min_df`` texts, by 64-bit hash, :data:`RARE_MAX` at most), kept by ``min_df`` / ``max_df``
+        on all ``N`` documents, appended as features ``n_features_, n_features_ + 1, ...`` in alphabetical order,
+        each with the idf of that fit: ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
+
+        ``N`` is the earlier documents (``n_docs_``, else ``n_docs_before``) plus ``len(texts)``. Every old
+        feature keeps its id and its idf, so a text without new n-grams gets the row it got before, and one with
+        some differs only by the row norm; weights trained on the old features stay valid, and those of the new
+        ones start at 0. The remembered counts take in the n-grams of ``texts`` that stay below ``min_df``, for
+        the next learn. ``max_features`` caps the grown vocabulary: the new n-grams in most documents fill what
+        room it leaves. Returns ``(featurizer, n_added)``; ``self`` is not changed. A featurizer saved without
+        the rare n-grams (before they were kept) counts the new n-grams in ``texts`` alone."""
+        self._check_fitted()
+        texts = as_text_list(texts)
+        min_n, max_n, pattern = self._frozen[0], self._frozen[1], self._frozen[2]
+        before = self.n_docs_ if self.n_docs_ is not None else n_docs_before
+        if before is None:
+            raise ConfigError("extended() needs the number of documents the vocabulary was counted on")
+        n_docs = int(before) + len(texts)
+        if not texts:
+            return self, 0
+        fresh = TfidfFeaturizer(**{**self.get_params(), "max_features": None, "min_df": 1, "max_df": 1.0})
+        try:
+            X_fresh = fresh.fit_transform(texts)
+        except ConfigError:  # no text holds a token
+            return self, 0
+        df = np.bincount(X_fresh.indices, minlength=fresh.n_features_).astype(np.int64)
+        # each node of the fresh trie (per order) as a node of this one, -1 where this trie lacks it
+        n_uni, f_uni = len(self._uni_strings), len(fresh._uni_strings)
+        get = self._uni_index.get
+        uni_map = np.array([get(s, -1) for s in fresh._uni_strings], dtype=np.int64)
+        maps = [uni_map]
+        for n in range(2, max_n + 1):
+            fkeys, okeys = fresh._ngram_keys[n - 2], self._ngram_keys[n - 2]
+            parent, last = maps[-1][fkeys // f_uni], uni_map[fkeys % f_uni]
+            key = np.where((parent >= 0) & (last >= 0), parent * n_uni + last, -1)
+            j = np.minimum(np.searchsorted(okeys, key), max(len(okeys) - 1, 0))
+            found = (key >= 0) & (okeys[j] == key) if len(okeys) else np.zeros(len(fkeys), dtype=bool)
+            maps.append(np.where(found, j, -1))
+        old_fmaps = [self._uni_feature, *self._ngram_feature]
+        fresh_fmaps = [fresh._uni_feature, *fresh._ngram_feature]
+        # the fresh features this vocabulary lacks, and each fresh feature's hash
+        lacks = np.zeros(fresh.n_features_, dtype=bool)
+        f_hash = np.zeros(fresh.n_features_, dtype=np.uint64)
+        node_hash = _node_hashes(fresh._uni_strings, [k // f_uni for k in fresh._ngram_keys],
+                                 [k % f_uni for k in fresh._ngram_keys])
+        for n in range(min_n, max_n + 1):
+            f, m = fresh_fmaps[n - 1], maps[n - 1]
+            has = f >= 0
+            known = np.zeros(len(f), dtype=bool)
+            known[m >= 0] = old_fmaps[n - 1][m[m >= 0]] >= 0
+            lacks[f[has & ~known]] = True
+            f_hash[f[has]] = node_hash[n - 1][has]
+        cand = np.flatnonzero(lacks)
+        rare_h, rare_df = self._rare if self._rare is not None else (np.zeros(0, np.uint64), np.zeros(0, np.int64))
+        total = df[cand] + _counts_of(rare_h, rare_df, f_hash[cand])
+        high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
+        low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
+        kept = (total >= low) & (total <= high)
+        new_f, new_df = cand[kept], total[kept]
+        if self.max_features is not None and new_f.size > self.max_features - self.n_features_:
+            room = max(self.max_features - self.n_features_, 0)
+            top = np.sort(np.argsort(-new_df, kind="stable")[:room])
+            new_f, new_df = new_f[top], new_df[top]
+        # the remembered rare n-grams: those promoted leave, those still below min_df are counted on
+        below = total < low
+        record = _rare_merged(rare_h, rare_df, f_hash[cand[below]], total[below], f_hash[new_f])
+        if new_f.size == 0:
+            grown = self._copy_vocabulary()
+            grown._rare, grown.n_docs_ = record, n_docs
+            return grown, 0
+        new_id = np.full(fresh.n_features_ + 1, -1, dtype=np.int64)  # fresh feature -> grown id (-1 sentinel)
+        new_id[new_f] = self.n_features_ + np.arange(new_f.size)
+        # fresh nodes the added features need (their own and every prefix's), as _build_trie keeps them
+        feat_of = [new_id[f] for f in fresh_fmaps]  # per order, per fresh node: its added feature or -1
+        need = [fo >= 0 for fo in feat_of]
+        for n in range(max_n, 1, -1):
+            j = np.flatnonzero(need[n - 1])
+            need[n - 2][fresh._ngram_keys[n - 2][j] // f_uni] = True
+            need[0][fresh._ngram_keys[n - 2][j] % f_uni] = True
+        # unigrams: the old ones keep their ids, the added ones follow
+        add_uni = np.flatnonzero(need[0] & (uni_map < 0))
+        uni_to = uni_map.copy()
+        uni_to[add_uni] = n_uni + np.arange(add_uni.size)
+        n_uni2 = n_uni + add_uni.size
+        strings = self._uni_strings + [fresh._uni_strings[u] for u in add_uni.tolist()]
+        uni_feature = np.concatenate([self._uni_feature, np.full(add_uni.size, -1, dtype=np.int64)])
+        hit = feat_of[0] >= 0
+        uni_feature[uni_to[hit]] = feat_of[0][hit]
+        ngram_keys, ngram_feature = [], []
+        old_to, fresh_to = np.arange(n_uni, dtype=np.int64), uni_to  # node ids of the order below, old and fresh
+        for n in range(2, max_n + 1):
+            okeys, fkeys = self._ngram_keys[n - 2], fresh._ngram_keys[n - 2]
+            add = np.flatnonzero(need[n - 1] & (maps[n - 1] < 0))
+            keys = np.concatenate([old_to[okeys // n_uni] * n_uni2 + okeys % n_uni,
+                                   fresh_to[fkeys[add] // f_uni] * n_uni2 + uni_to[fkeys[add] % f_uni]])
+            order = np.argsort(keys, kind="stable")
+            position = np.empty_like(order)
+            position[order] = np.arange(order.size)
+            feature = np.concatenate([self._ngram_feature[n - 2], np.full(add.size, -1, dtype=np.int64)])[order]
+            old_to = position[:okeys.size]
+            fresh_to = np.full(fkeys.size, -1, dtype=np.int64)
+            fresh_to[maps[n - 1] >= 0] = old_to[maps[n - 1][maps[n - 1] >= 0]]
+            fresh_to[add] = position[okeys.size:]
+            hit = feat_of[n - 1] >= 0
+            feature[fresh_to[hit]] = feat_of[n - 1][hit]
+            ngram_keys.append(keys[order])
+            ngram_feature.append(feature)
+        s = 1.0 if self.smooth_idf else 0.0
+        idf_new = (np.log((n_docs + s) / (new_df.astype(np.float64) + s)) + 1.0).astype(np.float32)
+        grown = TfidfFeaturizer(**self.get_params())
+        grown.idf_ = np.concatenate([self.idf_, idf_new])
+        grown.n_features_ = int(self.n_features_ + new_f.size)
+        grown._uni_strings, grown._uni_feature = strings, uni_feature
+        grown._ngram_keys, grown._ngram_feature = ngram_keys, ngram_feature
+        grown._ready(min_n, max_n, pattern, self._analyzer)
+        grown._rare, grown.n_docs_ = record, n_docs
+        return grown, int(new_f.size)
+
+    def _copy_vocabulary(self) -> "TfidfFeaturizer":
+        """A copy sharing this one's (never modified) vocabulary arrays."""
+        other = TfidfFeaturizer(**self.get_params())
+        other.idf_, other.n_features_ = self.idf_, self.n_features_
+        other._uni_strings, other._uni_feature = self._uni_strings, self._uni_feature
+        other._ngram_keys, other._ngram_feature = self._ngram_keys, self._ngram_feature
+        other._ready(self._frozen[0], self._frozen[1], self._frozen[2], self._analyzer)
+        other._rare, other.n_docs_ = self._rare, self.n_docs_
+        return other
 
     # ---- transforming ---------------------------------------------------------------------------
 
@@ -429,6 +580,10 @@ class TfidfFeaturizer:
         for n, (k, f) in enumerate(zip(self._ngram_keys, self._ngram_feature), start=2):
             arrays[f"ngram{n}_keys"] = k.astype(np.int64)
             arrays[f"ngram{n}_feature"] = f.astype(np.int64)
+        if self._rare is not None and self.n_docs_ is not None:  # the n-grams too rare to keep (``extended``)
+            arrays["rare_hash"] = np.ascontiguousarray(self._rare[0], dtype=np.uint64).view(np.int64)
+            arrays["rare_df"] = np.ascontiguousarray(self._rare[1], dtype=np.int64)
+            arrays["n_docs"] = np.array([self.n_docs_], dtype=np.int64)
         return params, arrays
 
     @classmethod
@@ -460,7 +615,20 @@ class TfidfFeaturizer:
         if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
             raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
 
-        idf, strings, fmaps, keys_list = vocabulary_from_arrays(arrays, n_features, min_n, max_n)
+        rare = {k: arrays[k] for k in _RARE_ARRAYS if k in arrays}
+        if rare and set(rare) != set(_RARE_ARRAYS):
+            raise ModelFormatError(f"TF-IDF arrays: {sorted(rare)} without {sorted(set(_RARE_ARRAYS) - set(rare))}")
+        idf, strings, fmaps, keys_list = vocabulary_from_arrays(
+            {k: v for k, v in arrays.items() if k not in rare}, n_features, min_n, max_n)
+        if rare:
+            h, df, n = (np.asarray(rare[k]) for k in _RARE_ARRAYS)
+            if h.ndim != 1 or df.shape != h.shape or h.dtype.kind not in "iu" or df.dtype.kind not in "iu" \
+                    or n.shape != (1,) or n.dtype.kind not in "iu" or int(n[0]) < 1:
+                raise ModelFormatError("TF-IDF arrays: invalid rare n-gram record")
+            h = h.astype(np.int64, copy=False).view(np.uint64)
+            if h.size and (np.any(h[1:] <= h[:-1]) or df.min() < 1):
+                raise ModelFormatError("TF-IDF arrays: the rare n-gram hashes are not increasing with counts >= 1")
+            self._rare, self.n_docs_ = (h, df.astype(np.int64)), int(n[0])
 
         self.idf_ = idf
         self.n_features_ = n_features
@@ -470,6 +638,54 @@ class TfidfFeaturizer:
         self._ngram_feature = fmaps[1:]
         self._ready(min_n, max_n, pattern, analyzer)
         return self
+
+
+def _unigram_hashes(strings: list[str]) -> np.ndarray:
+    """A 64-bit hash of each unigram's text (the same in every process and on every machine)."""
+    return np.array([int.from_bytes(hashlib.blake2b(u.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
+                                    "little") for u in strings], dtype=np.uint64)
+
+
+def _mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """The hash of an n-gram from its (n-1)-gram prefix's ``a`` and its last unigram's ``b`` (splitmix64)."""
+    with np.errstate(over="ignore"):
+        x = (a * np.uint64(0x9E3779B97F4A7C15)) ^ b
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def _node_hashes(uni_strings: list[str], parents: list[np.ndarray], lasts: list[np.ndarray]) -> list[np.ndarray]:
+    """Per order, the hash of each trie node: unigrams by their text, an order-n node (``parents[n-2]``, the
+    order n-1 node it extends, and ``lasts[n-2]``, its last unigram) by :func:`_mix`."""
+    out = [_unigram_hashes(uni_strings)]
+    for p, u in zip(parents, lasts):
+        out.append(_mix(out[-1][p], out[0][u]))
+    return out
+
+
+def _rare_record(hashes: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted unique hashes, counts), the :data:`RARE_MAX` smallest hashes kept (a uniform sample of them)."""
+    hashes, df = np.asarray(hashes, dtype=np.uint64), np.asarray(df, dtype=np.int64)
+    order = np.argsort(hashes, kind="stable")[:RARE_MAX]
+    return hashes[order], df[order]
+
+
+def _counts_of(rare_h: np.ndarray, rare_df: np.ndarray, hashes: np.ndarray) -> np.ndarray:
+    """The remembered count of each hash (0 where none)."""
+    if rare_h.size == 0:
+        return np.zeros(hashes.size, dtype=np.int64)
+    j = np.minimum(np.searchsorted(rare_h, hashes), rare_h.size - 1)
+    return np.where(rare_h[j] == hashes, rare_df[j], 0).astype(np.int64)
+
+
+def _rare_merged(rare_h, rare_df, hashes, totals, promoted) -> tuple[np.ndarray, np.ndarray]:
+    """The record with ``hashes`` set to their ``totals`` (old counts included) and ``promoted`` removed."""
+    keep = ~np.isin(rare_h, np.concatenate([hashes, promoted]))
+    return _rare_record(np.concatenate([rare_h[keep], hashes]), np.concatenate([rare_df[keep], totals]))
 
 
 def _join_columns(cols: np.ndarray, uni_strings: list[str]) -> list[str]:

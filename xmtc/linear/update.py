@@ -39,6 +39,11 @@ The tree and the feature space stay; what changes:
    the whole training set. A fresh label whose documents are not among the new rows (a label known only by
    its text) gets a ranker that says no, a bias of :data:`NEVER`, so the tree never scores it above 0.
 
+5. **Features past the model's** (a vocabulary grown by the new documents' words, :mod:`xmtc.models.learning`)
+   are appended after its ``d``: every node's weights on them start at 0 (its bias row moves past them,
+   :func:`widened`), the new rows' values on them are learned where a node is refitted, and old rows given
+   for a refit (replay, memory) have none of them. The placement of new labels (1.) reads the first ``d``.
+
 The tree is not re-clustered; a model that has grown far from its first data is better retrained.
 """
 
@@ -74,7 +79,8 @@ def place_new_labels(model: HierarchicalLinearModel, X: sp.csr_matrix, Y_new: sp
     if len(levels) == 1 or m == 0:
         return np.zeros(m, dtype=np.int32)
     rows = np.flatnonzero(Y_new.getnnz(axis=1))
-    Xr = prepare_features(X[rows], X.shape[1])
+    d = levels[0].n_features
+    Xr = prepare_features(X[rows] if X.shape[1] == d else sp.csr_matrix(X[rows])[:, :d], d)
     ids, sc = root_beam(rows.size)
     for lv in levels[:-1]:
         ids, sc = beam_step(Xr, lv, ids, sc, beam_size, post_processor=post_processor, n_threads=n_threads)
@@ -122,8 +128,9 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
     documents to every refit (needed by ``warm="dual"``). ``memory=(X_mem, Y_mem)``: remembered training rows,
     the negatives of fresh labels (module doc, 4.); ``cold``: the model's own labels to treat as fresh (no
     document so far); ``fresh_C``: their ``(C_pos, C_neg)`` (default: ``solver_kw``'s). ``solver_kw`` are the
-    fit's solver settings for the other nodes. ``curvature``: per feature, ``h_j >= 1`` of a proximal refit's
-    ``1/2 sum_j h_j (w_j - w_old_j)^2`` (:func:`old_curvature`; default 1 for every feature).
+    fit's solver settings for the other nodes. ``curvature``: per feature, ``h_j > 0`` of a proximal refit's
+    ``1/2 sum_j h_j (w_j - w_old_j)^2`` (:func:`old_curvature`; default 1 for every feature; below 1 on the
+    features of a grown vocabulary, which no old row holds, :mod:`xmtc.models.learning`).
 
     Returns ``(model, report)``; the report counts refitted nodes per level and times the update. The given
     model is not modified.
@@ -137,7 +144,9 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
     check_negatives(negatives)
     levels = model._check_fitted()
     t_start = time.perf_counter()
-    d, L_old = model.n_features, model.n_labels
+    L_old = model.n_labels
+    d = X_new.shape[1] if sp.issparse(X_new) and X_new.ndim == 2 and X_new.shape[1] > model.n_features \
+        else model.n_features  # a grown vocabulary (module doc, 5.)
     X_new = prepare_features(X_new, d)
     Y_new = sp.csr_matrix(Y_new, dtype=np.float32)
     if Y_new.shape[0] != X_new.shape[0] or Y_new.shape[1] < L_old:
@@ -171,7 +180,7 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
             active = active_mask(negatives, t, targets, beam_ids if use_man else None)
             changed = changed_nodes(parent_of, active[n_old:], targets_new[t])
             last = t == len(chain) - 1
-            W = _padded(lv.to_weights(), C.shape[0], d)
+            W = _padded(widened(lv.to_weights(), d), C.shape[0], d)
             if last:  # fresh labels start cold; the others' refits from their old weights
                 W = _never(_replace_columns(W, fit_fresh, sp.csc_matrix((d + 1, fit_fresh.size), dtype=np.float32)),
                            fresh[~documented], lv.bias)
@@ -205,7 +214,7 @@ def _training_rows(X_new, Y_new, replay, d: int, L_old: int):
     if replay is None:
         return X_new, Y_new, 0
     X_old, Y_old = replay
-    X_old = prepare_features(X_old, d)
+    X_old = prepare_features(widened_rows(X_old, d), d)
     Y_old = sp.csr_matrix(Y_old, dtype=np.float32)
     if Y_old.shape[1] > L_old or Y_old.shape[0] != X_old.shape[0]:
         raise ConfigError(f"the replay set has shape {X_old.shape} / {Y_old.shape}; expected at most"
@@ -266,7 +275,7 @@ def _fit_fresh(tree: LabelTree, X_new, Y_new, memory, labels, parent_of, negativ
 
     X, Y = X_new, Y_new
     if memory is not None and memory[0].shape[0]:
-        X_mem = prepare_features(memory[0], X_new.shape[1])
+        X_mem = prepare_features(widened_rows(memory[0], X_new.shape[1]), X_new.shape[1])
         Y_mem = sp.csr_matrix(memory[1], dtype=np.float32)
         Y_mem.resize(Y_mem.shape[0], Y_new.shape[1])
         X, Y = sp.vstack([X_mem, X_new], format="csr"), sp.vstack([Y_mem, Y_new], format="csr")
@@ -276,6 +285,30 @@ def _fit_fresh(tree: LabelTree, X_new, Y_new, memory, labels, parent_of, negativ
     if fresh_C is not None:
         kw.update(C_pos=fresh_C[0], C_neg=fresh_C[1])
     return train_level(X, targets[-1][:, labels], parent_of[labels], active, n_threads=n_threads, **kw)
+
+
+def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
+    """Weights ``W`` (``d_old + 1`` rows, the last the bias) over ``d >= d_old`` features: rows of zeros for the
+    features past ``d_old`` (module doc, 5.), the bias row moved to ``d``. ``W`` itself when ``d == d_old``."""
+    d_old = W.shape[0] - 1
+    if d == d_old:
+        return W
+    if d < d_old:
+        raise ConfigError(f"cannot narrow weights of {d_old} features to {d}")
+    W = sp.csc_matrix(W, dtype=np.float32)
+    indices = np.where(W.indices == d_old, d, W.indices).astype(W.indices.dtype)
+    return sp.csc_matrix((W.data.copy(), indices, W.indptr.copy()), shape=(d + 1, W.shape[1]))
+
+
+def widened_rows(X, d: int):
+    """Sparse rows ``X`` over ``d >= X.shape[1]`` features (zeros past its own): rows featurized before the
+    vocabulary grew. ``X`` itself when it has ``d`` columns."""
+    if not sp.issparse(X) or X.shape[1] == d:
+        return X
+    if X.shape[1] > d:
+        raise ConfigError(f"features have {X.shape[1]} columns, the model expects {d}")
+    X = sp.csr_matrix(X)
+    return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
 
 
 def _padded(W: sp.csc_matrix, K: int, d: int) -> sp.csc_matrix:

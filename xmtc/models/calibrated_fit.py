@@ -140,7 +140,9 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
                  valid_rows.size)
         # the split's labels are rare ones a retrain fits in the trees; the refit modes were measured without
         # the few-shot stage (xmtc.models.few_shot), so the fold keeps them to the trees as a retrain does
-        model.learn(X_valid, Y_valid, whole_memory_refit=False, curvature=True, few_shot=False, progress=progress)
+        # (its featurizer counted the split's texts already: their n-grams must not be counted again)
+        model.learn(X_valid, Y_valid, whole_memory_refit=False, curvature=True, few_shot=False, new_words=False,
+                    progress=progress)
     elif refit == "full":
         log.info("fitting again on all %d documents; the score maps carry over", n)
         model.fit(inputs, Y, labels=ds.labels, progress=progress, **shared, **fit_kw)

@@ -240,9 +240,10 @@ class XRLinear(XMCModel):
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
               whole_memory_refit: bool = True, curvature: bool = False, few_shot: bool = True,
-              progress: bool = False) -> "XRLinear":
+              new_words: bool = True, progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
-        vocabulary and tree stay, new labels join the leaf cluster their documents are routed to, and only
+        tree stays, the texts' words the TF-IDF vocabulary lacks join it (``new_words=False``: it stays as
+        trained), new labels join the leaf cluster their documents are routed to, and only
         nodes whose training data changed are refitted, pulled toward their old weights with strength
         ``anchor``; ``replay=(X_old, Y_old)`` refits on the old documents too; a label without a ranker so far
         is fitted against the remembered training rows (``memory=False``: on its new documents alone, for
@@ -255,7 +256,7 @@ class XRLinear(XMCModel):
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, memory=memory,
                                 whole_memory_refit=whole_memory_refit, curvature=curvature, few_shot=few_shot,
-                                progress=progress)
+                                new_words=new_words, progress=progress)
 
     def fit_featurizer(self, texts: Any) -> sp.csr_matrix:
         """Fit the TF-IDF featurizer on ``texts`` and return their features, for fits on rows of them
@@ -268,6 +269,7 @@ class XRLinear(XMCModel):
             return _given_rows(_check_features(X, None), cfg)
         t0 = time.perf_counter()
         self.featurizer_ = cfg.tfidf().make_featurizer()
+        self.featurizer_.remember_rare = self.can_learn  # a learn counts on the n-grams too rare to keep
         X_feat = self.featurizer_.fit_transform(X)
         log.info("TF-IDF: %d documents -> %d features in %.1fs", len(X), X_feat.shape[1],
                  time.perf_counter() - t0)
