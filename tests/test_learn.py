@@ -392,3 +392,16 @@ def test_widened_weights_keep_every_weight_and_move_the_bias_row_past_the_new_fe
     np.testing.assert_array_equal(widened_rows(X, 9).toarray(), np.hstack([X.toarray(), np.zeros((4, 3))]))
     with pytest.raises(ConfigError):
         widened(W, 5)
+
+
+def test_learn_refuses_the_inputs_check_texts_refuses_in_its_words(small):
+    from xmtc.errors import DataFormatError
+    from xmtc.models.base import check_texts
+
+    model = small[0]
+    for bad in ("one string", ["a text", 3]):
+        with pytest.raises(DataFormatError) as learned:
+            _copy(model).learn(bad, [["x"], ["y"]])
+        with pytest.raises(DataFormatError) as checked:
+            check_texts(bad)
+        assert str(learned.value) == str(checked.value)
