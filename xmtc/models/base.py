@@ -21,6 +21,7 @@ import scipy.sparse as sp
 from ..config import build_config, config_to_dict
 from ..data.dataset import as_label_matrix
 from ..data.labels import LabelVocab
+from ..data.texts import check_texts  # noqa: F401  (methods import it from here)
 from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
 from ..registry import METHODS, estimator_class, method_names
 from .storage import ModelReader, ModelWriter
@@ -502,12 +503,3 @@ class XMCModel:
         raise NotImplementedError
 
 
-def check_texts(X: Any) -> list[str]:
-    """``X`` as a list of texts; a one-line DataFormatError naming the first item that is not a string."""
-    if isinstance(X, str):
-        raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
-    texts = list(X)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise DataFormatError(None, i + 1, f"text must be a string, got {type(t).__name__}")
-    return texts

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from ..data.texts import check_texts
 from ..errors import ConfigError, DataFormatError
 
 log = logging.getLogger(__name__)
@@ -205,7 +206,7 @@ def grown_vocabulary(model, X: Any, new_words: bool = True):
     if not new_words or featurizer is None or not hasattr(featurizer, "extended") or sp.issparse(X) \
             or isinstance(X, np.ndarray):
         return model.transform, featurizer, 0
-    texts = _texts(X)
+    texts = check_texts(X)
     grown, added = featurizer.extended(texts, int(model.n_train_))
     if not added:  # the same features; the remembered rare n-grams and the document count have moved on
         return model.transform, grown, 0
@@ -214,21 +215,11 @@ def grown_vocabulary(model, X: Any, new_words: bool = True):
     def transform(inputs):
         if sp.issparse(inputs):  # rows of the model's own features: none of the new ones
             return widened_rows(model.transform(inputs), grown.n_features_)
-        return grown.transform(_texts(inputs))
+        return grown.transform(check_texts(inputs))
 
     return transform, grown, added
 
 
-def _texts(X: Any) -> list[str]:
-    """``X`` as a list of texts, refused as :func:`xmtc.models.base.check_texts` refuses (which this module does
-    not import: the model shell imports it)."""
-    if isinstance(X, str):
-        raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
-    texts = list(X)
-    for i, t in enumerate(texts):
-        if not isinstance(t, str):
-            raise DataFormatError(None, i + 1, f"text must be a string, got {type(t).__name__}")
-    return texts
 
 
 def _widened_memory(kept, d: int):
