@@ -1085,8 +1085,96 @@ M = sp.csr_matrix(np.array([[1.0, 1.0], [2.0, 1.0], [1.0, 3.0]], np.float32))
 pos, val = top_rows(sp.csr_matrix(np.array([[1.0, 0.5]], np.float32)), inverted(M), 3, 4)
 assert pos.tolist() == [[1, 2, 0, -1]], pos   # 2.5, 2.5 (a tie: the lower row first), 1.5
 assert val.tolist() == [[2.5, 2.5, 1.5, 0.0]], val
+pos, val = top_rows(sp.csr_matrix(np.array([[1.0, 0.5]], np.float32)), inverted(M), 3, 0)   # k = 0: no heap
+assert pos.shape == (1, 0) and val.shape == (1, 0)
 print("ok")
 """
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "NUMBA_CACHE_DIR": str(tmp_path)}
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]
+
+
+def test_pin_update_a_dual_refit_leaves_cold_labels_in_a_touched_cluster_saying_no(xr_small):
+    """With the old rows replayed (``warm="dual"``) the documented fresh labels are refitted with the rest, but a
+    cold label -- one without a document, old or new -- keeps the ranker that says no (module doc, 4.), also
+    where the new rows touch its cluster (so the refit of that cluster's children would reach it)."""
+    from xmtc.linear.update import NEVER, update
+
+    h, solver, X_old, Y_old, X_new, Y_new = _update_inputs(xr_small)
+    L = Y_new.shape[1] - 1
+    _, report = update(h, X_new, Y_new, **solver)
+    place = int(report["placement"][0])                             # the new label's leaf cluster
+    parent = h.levels_[-1].parent_of[:L]
+    cold = np.flatnonzero(parent == place)[:2]                      # own labels there, made cold below
+    assert cold.size
+    keep = np.ones(Y_old.shape[1], np.float32)
+    keep[cold] = 0.0
+    Y_old = sp.csr_matrix(Y_old @ sp.diags(keep))
+    Y_old.eliminate_zeros()
+    new, report = update(h, X_new, Y_new, warm="dual", replay=(X_old, Y_old), cold=cold, **solver)
+    assert int(report["placement"][0]) == place
+    W = new.levels_[-1].to_weights()
+    d = X_new.shape[1]
+    assert np.abs(W[:d, cold].toarray()).sum() == 0
+    np.testing.assert_allclose(W[d, cold].toarray().ravel() * solver["bias"], [NEVER] * cold.size)
+    assert np.abs(W[:d, L].toarray()).sum() > 0                    # the documented new label was fitted
+
+
+def test_pin_open_labels_a_model_without_a_route_takes_new_texts_of_known_labels_and_refuses_new_labels():
+    """A model trained without label texts has no route: a release may re-text or rename its labels (the
+    vocabulary changes, nothing is routed), but a label it lacks cannot be added, and the refusal changes
+    nothing."""
+    from xmtc.errors import ConfigError
+    from xmtc.models.open_labels import add_labels
+
+    model = _RoutedStub(LabelVocab(["p0", "p1"], texts=["railways", "birds"]), [0, 2])
+    changes = add_labels(model, LabelVocab(["p0", "p1"], display=["Rail", ""], texts=["steam railways", ""]))
+    assert (changes.added, changes.updated, changes.unchanged, changes.unrouted) == (0, 1, 1, 0)
+    assert model.labels_.texts == ["steam railways", "birds"] and model.labels_.display == ["Rail", ""]
+    assert getattr(model, "label_route_", None) is None
+    before = model.labels_
+    with pytest.raises(ConfigError, match="no label-text route"):
+        add_labels(model, LabelVocab(["p0", "p9"], texts=["old railways", "castles"]))
+    assert model.labels_ is before
+
+
+def test_pin_open_labels_a_column_the_model_lacks_starts_empty_and_texts_start_as_the_display_names():
+    """``_updated_vocab`` on a model with display names but neither texts nor URIs: a release that re-texts one
+    label and gives another a URI fills the texts column with the display names (training's rule, a label's
+    text is its name where it has no text) and the URI column with empty cells, the given values in place."""
+    from xmtc.models.open_labels import _updated_vocab
+
+    vocab = LabelVocab(["p0", "p1", "p2"], display=["Rail", "Birds", "Maps"])
+    got, changes = _updated_vocab(vocab, LabelVocab(["p1", "p0", "p9", "p2"], display=["", "", "Castles", "Maps"],
+                                                    uris=["", "u0", "u9", ""], texts=["bird watching", "", "castles", ""]))
+    assert got.names == ["p0", "p1", "p2"] and got.display == ["Rail", "Birds", "Maps"]   # p2's name: the same
+    assert got.texts == ["Rail", "bird watching", "Maps"] and got.uris == ["u0", "", ""]
+    assert changes == {1: {"text"}, 0: {"uri"}}
+    # no display names either: the texts column starts empty too
+    got, _ = _updated_vocab(LabelVocab(["p0", "p1"]), LabelVocab(["p1"], texts=["birds"]))
+    assert got.texts == ["", "birds"] and got.display is None and got.uris is None
+
+
+def test_pin_kernels_sum_in_the_sorted_column_order_and_take_stored_zeros_but_no_negatives():
+    """The module doc's exactness: a text's products are summed in float32 in its sorted n-gram order, whatever
+    order its CSR row stores them in (here ``1 + 1 + 2^24 = 2^24 + 2``, where ``2^24 + 1 + 1`` rounds to ``2^24``);
+    a stored 0 (in a text or a label row) is no match and no error; a negative value is refused."""
+    from xmtc.models.route_kernels import inverted, top_rows
+
+    M = sp.csr_matrix(np.ones((1, 3), np.float32))
+    big = np.float32(2 ** 24)
+    unsorted = sp.csr_matrix((np.array([big, 1.0, 1.0], np.float32), np.array([2, 0, 1]), np.array([0, 3])),
+                             shape=(1, 3))
+    assert not unsorted.has_sorted_indices
+    pos, val = top_rows(unsorted, inverted(M), 1, 2)
+    assert pos.tolist() == [[0, -1]] and val[0, 0] == np.float32(2 ** 24 + 2)
+    zero_x = sp.csr_matrix((np.array([0.0, 2.0], np.float32), np.array([0, 1]), np.array([0, 2])), shape=(1, 3))
+    zero_m = sp.csr_matrix((np.array([0.0, 3.0], np.float32), np.array([1, 2]), np.array([0, 0, 2])), shape=(2, 3))
+    pos, val = top_rows(zero_x, inverted(zero_m), 2, 2)            # row 1 holds a stored 0 at the text's n-gram
+    assert pos.tolist() == [[-1, -1]] and val.tolist() == [[0.0, 0.0]]
+    pos, val = top_rows(zero_x, inverted(M), 1, 1)
+    assert pos.tolist() == [[0]] and val.tolist() == [[2.0]]
+    with pytest.raises(ValueError, match="non-negative"):
+        inverted(sp.csr_matrix(np.array([[1.0, -0.5]], np.float32)))
+    with pytest.raises(ValueError, match="non-negative"):
+        top_rows(sp.csr_matrix(np.array([[1.0, -0.5, 0.0]], np.float32)), inverted(M), 1, 1)
