@@ -24,7 +24,8 @@ def add_parser(sub, common) -> None:
                     " refits only the nodes whose training data changed: a new label against the training"
                     " rows the model remembers (--memory-rows at training), the other nodes on the remembered rows"
                     " and the new ones where the model remembers all of them, else pulled toward their old"
-                    " weights (the bias hardest). The neural methods (xr-transformer, x-transformer,"
+                    " weights (the bias hardest) with a sample of the remembered rows replayed"
+                    " (--no-sampled-replay: the pull alone). The neural methods (xr-transformer, x-transformer,"
                     " lightxml, cascadexml, elias, aplc) refuse: their encoders would need further fine-tuning;"
                     " retrain them with `xmtc train OLD NEW ...`. A score calibration is kept, its label-frequency"
                     " bands re-read from the grown label counts.")
@@ -36,6 +37,10 @@ def add_parser(sub, common) -> None:
     p.add_argument("--keep-vocabulary", action="store_true",
                    help="Keep the TF-IDF vocabulary as trained (default: words of the new documents it lacks,"
                         " in at least min_df of them, join it with the idf of a fit on all documents seen).")
+    p.add_argument("--no-sampled-replay", dest="sampled_replay", action="store_false",
+                   help="Refit on the new documents and the pull toward the old weights alone (default: up to"
+                        " 25,000 remembered training rows join each refit, their gradient at the old weights"
+                        " cancelled, so that they add the old documents' curvature only).")
     p.add_argument("--anchor", type=float, default=4.0,
                    help="Pull toward the old weights, relative to the fit's regulariser (default: 4; larger"
                         " changes the model less).")
@@ -60,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(ds.path, None, "no labelled document; nothing to learn")
     model.learn(ds.inputs, ds.Y, labels=ds.labels, anchor=args.anchor, new_words=not args.keep_vocabulary,
-                progress=not args.quiet)
+                sampled_replay=args.sampled_replay, progress=not args.quiet)
     path = model.save(output)
     log.info("learned %d documents (%d new labels) into %s in %.1fs", len(ds), model.n_labels - n_before, path,
              time.perf_counter() - t0)

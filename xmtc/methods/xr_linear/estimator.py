@@ -240,7 +240,7 @@ class XRLinear(XMCModel):
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
               whole_memory_refit: bool = True, curvature: bool = False, few_shot: bool = True,
-              new_words: bool = True, progress: bool = False) -> "XRLinear":
+              new_words: bool = True, sampled_replay: bool = True, progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
         tree stays, the texts' words the TF-IDF vocabulary lacks join it (``new_words=False``: it stays as
         trained), new labels join the leaf cluster their documents are routed to, and only
@@ -249,14 +249,15 @@ class XRLinear(XMCModel):
         is fitted against the remembered training rows (``memory=False``: on its new documents alone, for
         comparison; ``whole_memory_refit=False``: the proximal update even when every training row is remembered;
         ``curvature``: each feature held by the remembered rows' curvature instead of one ``anchor``; ``few_shot``:
-        labels learned from 2-5 documents scored flat as well, :mod:`xmtc.models.few_shot`).
+        labels learned from 2-5 documents scored flat as well, :mod:`xmtc.models.few_shot`; ``sampled_replay``:
+        the refits replay a sample of the remembered rows around a shifted centre, False: the anchor alone).
         See :mod:`xmtc.models.learning`. Returns self; a score calibration is kept.
         """
         from ...models.learning import learn_tree_model
 
         return learn_tree_model(self, X, Y, labels=labels, replay=replay, anchor=anchor, memory=memory,
                                 whole_memory_refit=whole_memory_refit, curvature=curvature, few_shot=few_shot,
-                                new_words=new_words, progress=progress)
+                                new_words=new_words, sampled_replay=sampled_replay, progress=progress)
 
     def fit_featurizer(self, texts: Any) -> sp.csr_matrix:
         """Fit the TF-IDF featurizer on ``texts`` and return their features, for fits on rows of them
