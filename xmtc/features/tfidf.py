@@ -75,8 +75,9 @@ _SMALL_INPUT_CHARS = 4096
 _KEEP_TOKENS = 8192  # texts of a batch whose tokens are kept for the next call (XMCModel.predict_topk's batch)
 
 _AT_MOST_SPACE = re.compile(r"[\x00- ]")
-# n-grams seen in fewer than min_df texts that a featurizer remembers (by 64-bit hash, with their counts) so that
-# a learn can count them on (``extended``); above this many, the smallest hashes: a uniform sample of them
+# n-grams seen in fewer than min_df (or more than max_df) texts that a featurizer remembers (by 64-bit hash, with
+# their counts) so that a learn can count them on (``extended``); above this many, the smallest hashes: a uniform
+# sample of them
 RARE_MAX = 4_000_000
 _RARE_ARRAYS = ("rare_hash", "rare_df", "n_docs")
 
@@ -95,7 +96,8 @@ class TfidfFeaturizer:
 
     #: (texts, unigram ids, doc_ptr) of the last tokenized batch, for the next call on the same texts (_unigrams)
     _last_tokens: tuple | None = None
-    #: (sorted uint64 hashes, document counts) of the n-grams seen in fewer than min_df texts (``extended``)
+    #: (sorted uint64 hashes, document counts) of the n-grams seen in fewer than min_df texts
+    #: (or more than max_df: ``extended``)
     _rare: tuple | None = None
     #: texts the document frequencies are counted on (None: a featurizer saved before it was kept)
     n_docs_: int | None = None
@@ -231,8 +233,8 @@ class TfidfFeaturizer:
                               f"on {n_docs} texts")
         cand = np.flatnonzero((df_all <= high) & (df_all >= low))
         self._rare, self.n_docs_ = None, n_docs
-        if self.remember_rare:  # n-grams too rare to keep: remembered for a learn to count on (``extended``)
-            rare = np.flatnonzero(df_all < low)
+        if self.remember_rare:  # n-grams too rare (or too common) to keep: remembered for a learn to count on
+            rare = np.flatnonzero((df_all < low) | (df_all > high))  # (``extended``)
             hashes = _node_hashes(uni_strings, [k // n_uni for k in keys[1:]], [k % n_uni for k in keys[1:]])
             h_all = np.concatenate([hashes[n - 1] for n in range(min_n, max_n + 1)])
             self._rare = _rare_record(h_all[rare], df_all[rare])
@@ -334,10 +336,11 @@ class TfidfFeaturizer:
     def extended(self, texts: Sequence[str], n_docs_before: int | None = None) -> tuple["TfidfFeaturizer", int]:
         """A copy whose vocabulary also holds what a fit on all the documents would keep of the n-grams of
         ``texts`` (a learn's new documents) that it lacks: counted in ``texts`` plus, for n-grams the earlier
-        documents held too rarely to keep, the count remembered from them (the featurizer keeps the n-grams seen
-        in fewer than ``min_df`` texts, by 64-bit hash, :data:`RARE_MAX` at most), kept by ``min_df`` / ``max_df``
-        on all ``N`` documents, appended as features ``n_features_, n_features_ + 1, ...`` in alphabetical order,
-        each with the idf of that fit: ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
+        documents held too rarely (or too often) to keep, the count remembered from them (the featurizer keeps the
+        n-grams seen in fewer than ``min_df`` texts or more than ``max_df``, by 64-bit hash, :data:`RARE_MAX` at
+        most), kept by ``min_df`` / ``max_df`` on all ``N`` documents, appended as features ``n_features_,
+        n_features_ + 1, ...`` in alphabetical order, each with the idf of that fit:
+        ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
 
         ``N`` is the earlier documents (``n_docs_``, else ``n_docs_before``) plus ``len(texts)``. Every old
         feature keeps its id and its idf, so a text without new n-grams gets the row it got before, and one with
@@ -398,8 +401,9 @@ class TfidfFeaturizer:
             room = max(self.max_features - self.n_features_, 0)
             top = np.sort(np.argsort(-new_df, kind="stable")[:room])
             new_f, new_df = new_f[top], new_df[top]
-        # the remembered rare n-grams: those promoted leave, those still below min_df are counted on
-        below = total < low
+        # the remembered rare n-grams: those promoted leave, those still below min_df (or above max_df: a fit on
+        # every text leaves them out too) are counted on
+        below = ~kept
         record = _rare_merged(rare_h, rare_df, f_hash[cand[below]], total[below], f_hash[new_f])
         if new_f.size == 0:
             grown = self._copy_vocabulary()
