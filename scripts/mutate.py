@@ -131,21 +131,31 @@ TARGETS = [
       " or pin_open_labels"],
      OPEN_OPS),
     ("xmtc/models/learning.py", ["learn_tree_model", "_few_shot_after", "_follow_labels", "docs_before",
-                                 "carry_calibration", "_new_labels"],
-     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
-      "(test_learn.py and (new_label or held_out or replay or band or calibration)) or (test_learn_memory.py and"
-      " (three_documents or whole_memory or remove_then_learn or added_by_text)) or pin_learning"], OPEN_OPS),
+                                 "carry_calibration", "_new_labels", "grown_vocabulary", "_widened_memory",
+                                 "_widened_stage", "_follow_vocabulary"],
+     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py",
+      "tests/test_vocab_growth_mutants.py", "-k",
+      "(test_learn.py and (new_label or held_out or replay or band or calibration or new_words)) or"
+      " (test_learn_memory.py and (three_documents or whole_memory or remove_then_learn or added_by_text))"
+      " or pin_learning or pin_vocab_learning"], OPEN_OPS),
     ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer"],
      ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
       "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"],
      OPEN_OPS),
     ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
                                "_training_rows", "_refit", "_scaled", "old_curvature", "_fit_fresh", "_padded", "_never",
-                               "_replace_columns"],
-     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
+                               "_replace_columns", "widened", "widened_rows"],
+     ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py",
+      "tests/test_vocab_growth_mutants.py", "-k",
       "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
       " or held_out or replay)) or (test_learn_memory.py and (fresh_columns or three_documents or whole_memory"
-      " or few_documents or added_by_text or bias_anchor or curvature)) or pin_update"], OPEN_OPS),
+      " or few_documents or added_by_text or bias_anchor or curvature)) or (test_learn.py and (widened or new_words))"
+      " or pin_update or pin_vocab_update"], OPEN_OPS),
+    # -- learn growing the TF-IDF vocabulary (dd67dc2); new tests in tests/test_vocab_growth_mutants.py ----------
+    ("xmtc/features/tfidf.py", ["TfidfFeaturizer.extended", "TfidfFeaturizer._copy_vocabulary", "_unigram_hashes",
+                                "_mix", "_node_hashes", "_rare_record", "_counts_of", "_rare_merged"],
+     ["tests/test_tfidf.py", "tests/test_vocab_growth_mutants.py", "-k",
+      "(test_tfidf.py and (grown or rare)) or pin_vocab_tfidf"], OPEN_OPS),
     ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._fit",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],
