@@ -660,10 +660,19 @@ def test_pin_learning_gives_each_regime_its_objective(xr_small, monkeypatch):
 
     sampled = copy.deepcopy(model)
     sampled.memory_ = TrainingMemory.sample(X_old, Y_old, capacity=30, seed=0)
-    learn_tree_model(sampled, docs, labs, anchor=2.0)
+    learn_tree_model(copy.deepcopy(sampled), docs, labs, anchor=2.0, sampled_replay=False)
     kw = calls[-1]
     assert kw["warm"] == "proximal" and kw["replay"] is None and kw["memory"][0].shape[0] == 30
+    assert kw["sample"] is None
     assert (kw["C_pos"], kw["C_neg"]) == (pytest.approx(cfg.C_pos / 2), pytest.approx(cfg.C_neg / 2))
+    assert kw["fresh_C"] == (cfg.C_pos, pytest.approx(cfg.C_neg * cut / 30))
+
+    # the default with a sample: the 30 rows replayed, the anchor standing for the cut - 30 rows not replayed
+    learn_tree_model(sampled, docs, labs, anchor=2.0)
+    kw = calls[-1]
+    assert kw["warm"] == "proximal" and kw["replay"] is None and kw["sample"][0].shape[0] == 30
+    a = 1.0 + (2.0 - 1.0) * (1.0 - 30 / cut)
+    assert (kw["C_pos"], kw["C_neg"]) == (pytest.approx(cfg.C_pos / a), pytest.approx(cfg.C_neg / a))
     assert kw["fresh_C"] == (cfg.C_pos, pytest.approx(cfg.C_neg * cut / 30))
 
     whole = copy.deepcopy(model)
