@@ -31,6 +31,16 @@ def sample_docs(step: int = 8):
     return texts, labels
 
 
+def learn_split_model(step: int = 12):
+    """A small one-tree XR-Linear fitted on the first 80% of ``sample_docs(step)``, for learning the rest:
+    ``(model, texts, labels, cut)``."""
+    texts, labels = sample_docs(step=step)
+    cut = int(len(texts) * 0.8)
+    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2)
+    model.fit(texts[:cut], labels[:cut], progress=False)
+    return model, texts, labels, cut
+
+
 def build_model(folder: Path, **params) -> Path:
     texts, labels = sample_docs()
     vocab = LabelVocab(sorted({x for row in labels for x in row})).with_label_file(sample_path("labels"))

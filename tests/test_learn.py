@@ -79,11 +79,9 @@ def test_unknown_warm_mode_is_refused():
 # -- the tree update ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def small():
-    texts, labels = sample_docs(step=12)
-    cut = int(len(texts) * 0.8)
-    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2)
-    model.fit(texts[:cut], labels[:cut], progress=False)
-    return model, texts, labels, cut
+    from serve_support import learn_split_model
+
+    return learn_split_model()
 
 
 def test_nodes_whose_data_did_not_change_keep_their_weights_bytes(small):

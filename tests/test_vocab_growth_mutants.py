@@ -94,14 +94,9 @@ def test_pin_vocab_update_rows_and_weights_widen_but_never_narrow():
 
 @pytest.fixture(scope="module")
 def small():
-    import xmtc
-    from serve_support import sample_docs
+    from serve_support import learn_split_model
 
-    texts, labels = sample_docs(step=12)
-    cut = int(len(texts) * 0.8)
-    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=2)
-    model.fit(texts[:cut], labels[:cut], progress=False)
-    return model, texts, labels, cut
+    return learn_split_model()
 
 
 def _with_route(model, own: bool):
