@@ -41,6 +41,15 @@ def learn_split_model(step: int = 12):
     return model, texts, labels, cut
 
 
+def update_calls(monkeypatch) -> list[dict]:
+    """The keyword arguments of every ``xmtc.linear.update.update`` call from now on (each call still runs)."""
+    import xmtc.linear.update as upd
+
+    calls, real = [], upd.update
+    monkeypatch.setattr(upd, "update", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    return calls
+
+
 def build_model(folder: Path, **params) -> Path:
     texts, labels = sample_docs()
     vocab = LabelVocab(sorted({x for row in labels for x in row})).with_label_file(sample_path("labels"))

@@ -353,24 +353,18 @@ def test_learn_keeps_calibration_counts_and_scales_its_edges(small):
 def test_new_words_are_held_by_the_regulariser_alone_old_ones_by_the_anchor(small, monkeypatch):
     """The anchor stands for the old documents' pull; no old document holds a word first seen in the new ones,
     so its weight gets the fit's own regulariser: 1/anchor in the proximal refit's units."""
-    import xmtc.linear.update as upd
 
     model, texts, labels, cut = small
-    seen = {}
-    real = upd.update
+    from serve_support import update_calls
 
-    def spy(*args, **kw):
-        seen["h"] = kw.get("curvature")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(upd, "update", spy)
+    calls = update_calls(monkeypatch)
     m = _copy(model).learn(texts[cut:], labels[cut:], anchor=5.0, whole_memory_refit=False, sampled_replay=False)
     d, grown = model.n_features_, m.n_features_
-    h = seen["h"]
+    h = calls[-1]["curvature"]
     assert grown > d and h.shape == (grown,)
     assert np.all(h[:d] == 1.0) and np.allclose(h[d:], 1 / 5.0)
     _copy(model).learn(texts[cut:], labels[cut:], anchor=5.0, whole_memory_refit=False, new_words=False)
-    assert seen["h"] is None
+    assert calls[-1]["curvature"] is None
 
 
 def test_widened_weights_keep_every_weight_and_move_the_bias_row_past_the_new_features():
@@ -461,22 +455,16 @@ def test_a_sampled_replay_without_new_rows_keeps_the_old_weights_the_unshifted_o
 
 
 def test_learn_replays_a_sample_of_the_memory_unless_told_not_to(small, monkeypatch):
-    import xmtc.linear.update as upd
+    from serve_support import update_calls
+
     from xmtc.models import learning
 
     model, texts, labels, cut = small
-    seen = {}
-    real = upd.update
-
-    def spy(*args, **kw):
-        seen["sample"], seen["C"] = kw.get("sample"), kw.get("C_neg")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(upd, "update", spy)
+    calls = update_calls(monkeypatch)
     monkeypatch.setattr(learning, "SAMPLED_ROWS", 50)
     mem = model.memory_
     _copy(model).learn(texts[cut:], labels[cut:], anchor=4.0, whole_memory_refit=False)
-    assert seen["sample"][0].shape[0] == 50
-    assert np.isclose(seen["C"], model.config.C_neg / (1 + 3.0 * (1 - 50 / mem.seen)))
+    assert calls[-1]["sample"][0].shape[0] == 50
+    assert np.isclose(calls[-1]["C_neg"], model.config.C_neg / (1 + 3.0 * (1 - 50 / mem.seen)))
     _copy(model).learn(texts[cut:], labels[cut:], anchor=4.0, whole_memory_refit=False, sampled_replay=False)
-    assert seen["sample"] is None and np.isclose(seen["C"], model.config.C_neg / 4.0)
+    assert calls[-1]["sample"] is None and np.isclose(calls[-1]["C_neg"], model.config.C_neg / 4.0)

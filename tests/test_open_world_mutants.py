@@ -638,15 +638,15 @@ def test_pin_learning_gives_each_regime_its_objective(xr_small, monkeypatch):
     negatives weigh seen / len each; with all of them the replayed refit at the fit's own C."""
     import copy
 
-    import xmtc.linear.update as upd
     from xmtc.data.dataset import label_matrix
     from xmtc.models.learning import learn_tree_model
     from xmtc.models.memory import TrainingMemory
 
     model, texts, labels, cut = xr_small
     cfg = model.config
-    calls, real = [], upd.update
-    monkeypatch.setattr(upd, "update", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    from serve_support import update_calls
+
+    calls = update_calls(monkeypatch)
     docs, labs = texts[cut:cut + 20], labels[cut:cut + 20]
     X_old = model.transform(texts[:cut])
     Y_old = label_matrix(labels[:cut], model.labels_)[0]
@@ -946,7 +946,6 @@ def test_pin_learning_a_curvature_learn_holds_features_by_the_remembered_rows_at
     without remembered rows there is nothing to count h on."""
     import copy
 
-    import xmtc.linear.update as upd
     from xmtc.data.dataset import label_matrix
     from xmtc.errors import ConfigError
     from xmtc.models.learning import learn_tree_model
@@ -954,8 +953,9 @@ def test_pin_learning_a_curvature_learn_holds_features_by_the_remembered_rows_at
 
     model, texts, labels, cut = xr_small
     cfg = model.config
-    calls, real = [], upd.update
-    monkeypatch.setattr(upd, "update", lambda *a, **kw: calls.append(kw) or real(*a, **kw))
+    from serve_support import update_calls
+
+    calls = update_calls(monkeypatch)
     docs, labs = texts[cut:cut + 20], labels[cut:cut + 20]
     X_old = model.transform(texts[:cut])
     Y_old = label_matrix(labels[:cut], model.labels_)[0]

@@ -243,17 +243,11 @@ def test_pin_vocab_learning_texts_without_new_words_leave_the_anchor_whole_and_n
     anchor (no curvature); a model without remembered rows learns new words too."""
     import copy
 
-    import xmtc.linear.update as upd
 
     model, texts, labels, cut = small
-    seen = {}
-    real = upd.update
+    from serve_support import update_calls
 
-    def spy(*args, **kw):
-        seen["h"] = kw.get("curvature")
-        return real(*args, **kw)
-
-    monkeypatch.setattr(upd, "update", spy)
+    calls = update_calls(monkeypatch)
     known = [t for t in texts[:cut] if t.strip()][:6]  # training texts: every n-gram of them is known or rare
     m = copy.deepcopy(model)
     m.featurizer_.remember_rare = False
@@ -261,7 +255,7 @@ def test_pin_vocab_learning_texts_without_new_words_leave_the_anchor_whole_and_n
     got, added = m.featurizer_.extended(known[:1], int(m.n_train_))
     assert added == 0
     m.learn(known[:1], [labels[0]], whole_memory_refit=False)
-    assert m.n_features_ == model.n_features_ and seen["h"] is None
+    assert m.n_features_ == model.n_features_ and calls[-1]["curvature"] is None
     bare = copy.deepcopy(model)
     bare.memory_ = None
     bare.learn(texts[cut:], labels[cut:])
