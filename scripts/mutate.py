@@ -51,6 +51,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 OPEN_OPS = ("dropf", "aug", "augdrop", "not", "index", "arange0", "cmpx", "boolop")
 
+# learn growing the TF-IDF vocabulary: the tests of extended (tfidf.py), its trie (ngram_trie.py), its record
+# (rare_ngrams.py)
+_VOCAB_TFIDF_TESTS = ["tests/test_tfidf.py", "tests/test_vocab_growth_mutants.py", "-k",
+                      "(test_tfidf.py and (grown or rare)) or pin_vocab_tfidf"]
+
 # (file, functions ("Class.method" or "function"), pytest arguments: the fast hand-made tests of the file[,
 # extra operators])
 TARGETS = [
@@ -152,10 +157,14 @@ TARGETS = [
       " or few_documents or added_by_text or bias_anchor or curvature)) or (test_learn.py and (widened or new_words))"
       " or pin_update or pin_vocab_update"], OPEN_OPS),
     # -- learn growing the TF-IDF vocabulary (dd67dc2); new tests in tests/test_vocab_growth_mutants.py ----------
-    ("xmtc/features/tfidf.py", ["TfidfFeaturizer.extended", "TfidfFeaturizer._copy_vocabulary", "_unigram_hashes",
-                                "_mix", "_node_hashes", "_rare_record", "_counts_of", "_rare_merged"],
-     ["tests/test_tfidf.py", "tests/test_vocab_growth_mutants.py", "-k",
-      "(test_tfidf.py and (grown or rare)) or pin_vocab_tfidf"], OPEN_OPS),
+    ("xmtc/features/tfidf.py", ["TfidfFeaturizer.extended", "TfidfFeaturizer._copy_vocabulary",
+                                "TfidfFeaturizer._df_bounds", "TfidfFeaturizer._idf"],
+     _VOCAB_TFIDF_TESTS, OPEN_OPS),
+    ("xmtc/features/rare_ngrams.py", ["_unigram_hashes", "_mix", "_node_hashes", "trie_hashes", "feature_hashes",
+                                      "_rare_record", "_counts_of", "_rare_merged", "counted_on"],
+     _VOCAB_TFIDF_TESTS, OPEN_OPS),
+    ("xmtc/features/ngram_trie.py", ["node_map", "lacking", "appended"],
+     _VOCAB_TFIDF_TESTS, OPEN_OPS),
     ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._fit",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],

@@ -1,5 +1,6 @@
 """Pins for the mutation survivors of learn's growing TF-IDF vocabulary (dd67dc2): ``TfidfFeaturizer.extended``
-and the rare-n-gram record (xmtc/features/tfidf.py), ``widened`` / ``widened_rows`` (xmtc/linear/update.py) and
+(xmtc/features/tfidf.py, its trie growth in xmtc/features/ngram_trie.py) and the rare-n-gram record
+(xmtc/features/rare_ngrams.py), ``widened`` / ``widened_rows`` (xmtc/linear/update.py) and
 the grown-vocabulary functions of xmtc/models/learning.py (issue 32 item 6; ``scripts/mutate.py`` picks these by
 the ``pin_vocab_<area>`` in their names)."""
 
@@ -183,7 +184,7 @@ def test_pin_vocab_tfidf_a_learn_adding_nothing_reads_texts_as_before_and_counts
 
 def test_pin_vocab_tfidf_remembered_counts_are_looked_up_by_hash_past_either_end():
     """_counts_of by hand: a hash below, between and above every remembered one counts 0; an equal one its count."""
-    from xmtc.features.tfidf import _counts_of
+    from xmtc.features.rare_ngrams import _counts_of
 
     h, df = np.array([5, 9, 2**63 + 1], dtype=np.uint64), np.array([2, 3, 4], dtype=np.int64)
     q = np.array([1, 5, 7, 9, 2**63, 2**63 + 1, 2**64 - 1], dtype=np.uint64)
@@ -214,7 +215,7 @@ def test_pin_vocab_tfidf_ngram_hashes_are_blake2b_and_splitmix64_written_out():
     ``prefix * 0x9E3779B97F4A7C15 ^ last`` (mod 2^64), here in Python integers."""
     import hashlib
 
-    from xmtc.features.tfidf import _mix, _node_hashes
+    from xmtc.features.rare_ngrams import _mix, _node_hashes
 
     mask = 2**64 - 1
 

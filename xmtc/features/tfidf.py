@@ -21,12 +21,15 @@ Here text becomes integers as early as possible:
    runs, tf -> 1 + ln(tf) (sublinear), times idf, row norm.
 
 Steps 1, 2 and 4 are numba kernels in :mod:`xmtc.features.tfidf_kernels`; this module holds the estimator:
-the vocabulary (step 3 and the trie below), its saved format and sklearn's parameter semantics.
+the vocabulary (step 3), its saved format and sklearn's parameter semantics.
 
-The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings: the unigrams a
-kept feature needs, and per order n a sorted int64 array of keys ``parent * n_unigrams + unigram``
-whose positions are the order-n ids. Transform looks n-grams up with ``searchsorted``; feature names
-are rebuilt from the trie on demand. This is compact, loads without pickle, and is checked on load.
+The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings
+(:mod:`xmtc.features.ngram_trie`): the unigrams a kept feature needs, and per order n a sorted int64 array of keys
+``parent * n_unigrams + unigram`` whose positions are the order-n ids. Transform looks n-grams up with
+``searchsorted``; feature names are rebuilt from the trie on demand. This is compact, loads without pickle, and
+is checked on load (:mod:`xmtc.features.tfidf_arrays`). A featurizer of a model that learns also remembers the
+n-grams its fit left out, so that :meth:`TfidfFeaturizer.extended` can grow the vocabulary to what a fit on all
+documents would keep (:mod:`xmtc.features.rare_ngrams`).
 
 Text analysis (:mod:`xmtc.features.analyzers`) sits between steps 1 and 2: with an ``analyzer`` other than
 ``simple`` or a ``stop_words`` list, each distinct token of step 1 is mapped once to its stem or lemma (or
@@ -43,7 +46,6 @@ merge into one feature in sklearn.
 
 from __future__ import annotations
 
-import hashlib
 import numbers
 import re
 from collections.abc import Sequence
@@ -54,6 +56,8 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError, ModelFormatError, NotFittedError
 from .analyzers import Analyzer, check_stop_words, parse_analyzer, stop_word_list
+from .ngram_trie import Trie, alphabetical_order, appended, lacking, node_map, node_texts, pruned
+from .rare_ngrams import counted_on, feature_hashes, left_out, record_arrays, record_from_arrays, trie_hashes
 from .tfidf_arrays import vocabulary_from_arrays
 from .tfidf_kernels import (as_text_list, build_rows, doc_and_term_freq, ngram_fit, ngram_lookup,
                             tokenize_regex, tokenize_scanner)
@@ -74,13 +78,6 @@ _NORM_CODES = {None: 0, "l1": 1, "l2": 2}
 _SMALL_INPUT_CHARS = 4096
 _KEEP_TOKENS = 8192  # texts of a batch whose tokens are kept for the next call (XMCModel.predict_topk's batch)
 
-_AT_MOST_SPACE = re.compile(r"[\x00- ]")
-# n-grams seen in fewer than min_df (or more than max_df) texts that a featurizer remembers (by 64-bit hash, with
-# their counts) so that a learn can count them on (``extended``); above this many, the smallest hashes: a uniform
-# sample of them
-RARE_MAX = 4_000_000
-_RARE_ARRAYS = ("rare_hash", "rare_df", "n_docs")
-
 
 class TfidfFeaturizer:
     """TF-IDF over word n-grams; same features and values as sklearn's ``TfidfVectorizer``.
@@ -97,7 +94,7 @@ class TfidfFeaturizer:
     #: (texts, unigram ids, doc_ptr) of the last tokenized batch, for the next call on the same texts (_unigrams)
     _last_tokens: tuple | None = None
     #: (sorted uint64 hashes, document counts) of the n-grams seen in fewer than min_df texts
-    #: (or more than max_df: ``extended``)
+    #: (or more than max_df: ``extended``; :mod:`xmtc.features.rare_ngrams`)
     _rare: tuple | None = None
     #: texts the document frequencies are counted on (None: a featurizer saved before it was kept)
     n_docs_: int | None = None
@@ -222,8 +219,7 @@ class TfidfFeaturizer:
             raise ConfigError("empty vocabulary: no text contains a token matching token_pattern "
                               f"{self.token_pattern!r}")
 
-        high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
-        low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
+        low, high = self._df_bounds(n_docs)
         if high < low:
             if isinstance(self.min_df, numbers.Integral) and n_docs < self.min_df:
                 raise ConfigError(f"{n_docs} training text{'s' if n_docs != 1 else ''} cannot give features that"
@@ -234,13 +230,10 @@ class TfidfFeaturizer:
         cand = np.flatnonzero((df_all <= high) & (df_all >= low))
         self._rare, self.n_docs_ = None, n_docs
         if self.remember_rare:  # n-grams too rare (or too common) to keep: remembered for a learn to count on
-            rare = np.flatnonzero((df_all < low) | (df_all > high))  # (``extended``)
-            hashes = _node_hashes(uni_strings, [k // n_uni for k in keys[1:]], [k % n_uni for k in keys[1:]])
-            h_all = np.concatenate([hashes[n - 1] for n in range(min_n, max_n + 1)])
-            self._rare = _rare_record(h_all[rare], df_all[rare])
+            self._rare = left_out(np.concatenate(trie_hashes(uni_strings, keys[1:])[min_n - 1:]), df_all, low, high)
         rank = np.empty(n_uni, np.int64)
         rank[np.array(sorted(range(n_uni), key=uni_strings.__getitem__), dtype=np.int64)] = np.arange(n_uni)
-        cand = cand[self._alphabetical_order(level_of[cand], local_id[cand], keys, rank, uni_strings, n_uni)]
+        cand = cand[alphabetical_order(level_of[cand], local_id[cand], keys, rank, uni_strings, n_uni)]
         if self.max_features is not None and len(cand) > self.max_features:
             tf_all = np.concatenate(tfs)
             keep = (-tf_all[cand]).argsort()[: self.max_features]  # sklearn's exact call: same ties
@@ -249,18 +242,15 @@ class TfidfFeaturizer:
             raise ConfigError(f"after pruning with min_df={self.min_df!r}, max_df={self.max_df!r} no n-gram "
                               f"remains of {len(df_all)} seen in {n_docs} texts; lower min_df or raise max_df")
 
-        n_features = len(cand)
-        df_kept = df_all[cand].astype(np.float64)
-        s = 1.0 if self.smooth_idf else 0.0
-        self.idf_ = (np.log((n_docs + s) / (df_kept + s)) + 1.0).astype(np.float32)
-        self.n_features_ = n_features
+        self.idf_ = self._idf(df_all[cand], n_docs)
+        self.n_features_ = len(cand)
 
         # feature id of each candidate, per order (plus a -1 sentinel so that id -1 maps to -1)
         featmap = [np.full(len(k) + 1, -1, np.int64) for k in keys]
         for n in range(min_n, max_n + 1):
             sel = level_of[cand] == n
             featmap[n - 1][local_id[cand][sel]] = np.flatnonzero(sel)
-        self._build_trie(featmap, keys, rank, uni_strings, n_uni)
+        self._set_trie(pruned(featmap, keys, rank, uni_strings, n_uni))
         self._ready(min_n, max_n, pattern, analyzer)
 
         featpos = np.empty((max_n - min_n + 1, len(uni)), np.int32)
@@ -268,49 +258,23 @@ class TfidfFeaturizer:
             featpos[n - min_n] = featmap[n - 1][ids[n - 1]]  # id -1 hits the -1 sentinel
         return featpos, doc_ptr
 
-    @staticmethod
-    def _alphabetical_order(level, local, keys, rank, uni_strings, n_uni) -> np.ndarray:
-        """Permutation putting candidates (order n, id) in sklearn's order: sorted by n-gram text."""
-        max_n = int(level.max()) if len(level) else 1
-        cols = np.full((max_n, len(level)), -1, np.int64)  # unigram ids, -1 pads shorter n-grams
-        for n in range(1, max_n + 1):
-            sel = np.flatnonzero(level == n)
-            j = local[sel]
-            for pos in range(n - 1, 0, -1):
-                cols[pos, sel] = keys[pos][j] % n_uni
-                j = keys[pos][j] // n_uni
-            cols[0, sel] = j
-        if "" not in uni_strings and _AT_MOST_SPACE.search("".join(uni_strings)) is None:
-            ranked = np.where(cols >= 0, rank[cols], -1)
-            return np.lexsort(ranked[::-1])
-        names = _join_columns(cols, uni_strings)  # rare: tokens with control characters
-        return np.array(sorted(range(len(names)), key=names.__getitem__), dtype=np.int64)
+    def _df_bounds(self, n_docs: int) -> tuple[float, float]:
+        """(low, high): the document counts min_df and max_df mean on ``n_docs`` texts."""
+        high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
+        low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
+        return low, high
 
-    def _build_trie(self, featmap, keys, rank, uni_strings, n_uni) -> None:
-        """Keep only the n-grams the features need, renumbered: unigrams alphabetically, order n by key."""
-        max_n = len(keys)
-        need = [featmap[n][:-1] >= 0 for n in range(max_n)]
-        for n in range(max_n - 1, 0, -1):  # an n-gram's parent (n-1)-gram and last unigram are needed
-            j = np.flatnonzero(need[n])
-            need[n - 1][keys[n][j] // n_uni] = True
-            need[0][keys[n][j] % n_uni] = True
-        uni_keep = np.flatnonzero(need[0])
-        uni_keep = uni_keep[np.argsort(rank[uni_keep], kind="stable")]
-        new_uni = np.full(n_uni, -1, np.int64)
-        new_uni[uni_keep] = np.arange(len(uni_keep))
-        n_new = len(uni_keep)
-        self._uni_strings = [uni_strings[u] for u in uni_keep.tolist()]
-        self._uni_feature = featmap[0][uni_keep]
-        self._ngram_keys, self._ngram_feature = [], []
-        new_prev = new_uni
-        for n in range(1, max_n):
-            j = np.flatnonzero(need[n])
-            new_key = new_prev[keys[n][j] // n_uni] * n_new + new_uni[keys[n][j] % n_uni]
-            order = np.argsort(new_key, kind="stable")
-            self._ngram_keys.append(new_key[order])
-            self._ngram_feature.append(featmap[n][j[order]])
-            new_prev = np.full(len(keys[n]), -1, np.int64)
-            new_prev[j[order]] = np.arange(len(j))
+    def _idf(self, df: np.ndarray, n_docs: int) -> np.ndarray:
+        """The idf of n-grams in ``df`` of ``n_docs`` texts: ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with
+        ``smooth_idf``)."""
+        s = 1.0 if self.smooth_idf else 0.0
+        return (np.log((n_docs + s) / (np.asarray(df, dtype=np.float64) + s)) + 1.0).astype(np.float32)
+
+    def _trie(self) -> Trie:
+        return Trie(self._uni_strings, self._uni_feature, self._ngram_keys, self._ngram_feature)
+
+    def _set_trie(self, trie: Trie) -> None:
+        self._uni_strings, self._uni_feature, self._ngram_keys, self._ngram_feature = trie
 
     def _ready(self, min_n: int, max_n: int, pattern: re.Pattern, analyzer: Analyzer | None) -> None:
         """Derive transform-time lookups from the trie, and freeze the settings transform uses.
@@ -337,10 +301,10 @@ class TfidfFeaturizer:
         """A copy whose vocabulary also holds what a fit on all the documents would keep of the n-grams of
         ``texts`` (a learn's new documents) that it lacks: counted in ``texts`` plus, for n-grams the earlier
         documents held too rarely (or too often) to keep, the count remembered from them (the featurizer keeps the
-        n-grams seen in fewer than ``min_df`` texts or more than ``max_df``, by 64-bit hash, :data:`RARE_MAX` at
-        most), kept by ``min_df`` / ``max_df`` on all ``N`` documents, appended as features ``n_features_,
-        n_features_ + 1, ...`` in alphabetical order, each with the idf of that fit:
-        ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
+        n-grams seen in fewer than ``min_df`` texts or more than ``max_df``, by 64-bit hash,
+        :data:`~xmtc.features.rare_ngrams.RARE_MAX` at most), kept by ``min_df`` / ``max_df`` on all ``N``
+        documents, appended as features ``n_features_, n_features_ + 1, ...`` in alphabetical order, each with the
+        idf of that fit: ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
 
         ``N`` is the earlier documents (``n_docs_``, else ``n_docs_before``) plus ``len(texts)``. Every old
         feature keeps its id and its idf, so a text without new n-grams gets the row it got before, and one with
@@ -364,105 +328,31 @@ class TfidfFeaturizer:
         except ConfigError:  # no text holds a token
             return self, 0
         df = np.bincount(X_fresh.indices, minlength=fresh.n_features_).astype(np.int64)
-        # each node of the fresh trie (per order) as a node of this one, -1 where this trie lacks it
-        n_uni, f_uni = len(self._uni_strings), len(fresh._uni_strings)
-        get = self._uni_index.get
-        uni_map = np.array([get(s, -1) for s in fresh._uni_strings], dtype=np.int64)
-        maps = [uni_map]
-        for n in range(2, max_n + 1):
-            fkeys, okeys = fresh._ngram_keys[n - 2], self._ngram_keys[n - 2]
-            parent, last = maps[-1][fkeys // f_uni], uni_map[fkeys % f_uni]
-            key = np.where((parent >= 0) & (last >= 0), parent * n_uni + last, -1)
-            j = np.minimum(np.searchsorted(okeys, key), max(len(okeys) - 1, 0))
-            found = (key >= 0) & (okeys[j] == key) if len(okeys) else np.zeros(len(fkeys), dtype=bool)
-            maps.append(np.where(found, j, -1))
-        old_fmaps = [self._uni_feature, *self._ngram_feature]
-        fresh_fmaps = [fresh._uni_feature, *fresh._ngram_feature]
-        # the fresh features this vocabulary lacks, and each fresh feature's hash
-        lacks = np.zeros(fresh.n_features_, dtype=bool)
-        f_hash = np.zeros(fresh.n_features_, dtype=np.uint64)
-        node_hash = _node_hashes(fresh._uni_strings, [k // f_uni for k in fresh._ngram_keys],
-                                 [k % f_uni for k in fresh._ngram_keys])
-        for n in range(min_n, max_n + 1):
-            f, m = fresh_fmaps[n - 1], maps[n - 1]
-            has = f >= 0
-            known = np.zeros(len(f), dtype=bool)
-            known[m >= 0] = old_fmaps[n - 1][m[m >= 0]] >= 0
-            lacks[f[has & ~known]] = True
-            f_hash[f[has]] = node_hash[n - 1][has]
-        cand = np.flatnonzero(lacks)
-        rare_h, rare_df = self._rare if self._rare is not None else (np.zeros(0, np.uint64), np.zeros(0, np.int64))
-        total = df[cand] + _counts_of(rare_h, rare_df, f_hash[cand])
-        high = self.max_df if isinstance(self.max_df, numbers.Integral) else self.max_df * n_docs
-        low = self.min_df if isinstance(self.min_df, numbers.Integral) else self.min_df * n_docs
-        kept = (total >= low) & (total <= high)
-        new_f, new_df = cand[kept], total[kept]
-        if self.max_features is not None and new_f.size > self.max_features - self.n_features_:
-            room = max(self.max_features - self.n_features_, 0)
-            top = np.sort(np.argsort(-new_df, kind="stable")[:room])
-            new_f, new_df = new_f[top], new_df[top]
-        # the remembered rare n-grams: those promoted leave, those still below min_df (or above max_df: a fit on
-        # every text leaves them out too) are counted on
-        below = ~kept
-        record = _rare_merged(rare_h, rare_df, f_hash[cand[below]], total[below], f_hash[new_f])
-        if new_f.size == 0:
+        old, new = self._trie(), fresh._trie()
+        maps = node_map(old, self._uni_index, new)  # each node of the fresh trie as a node of this one (or -1)
+        cand = np.flatnonzero(lacking(old, new, maps, fresh.n_features_))  # the fresh features this one lacks
+        low, high = self._df_bounds(n_docs)
+        room = None if self.max_features is None else max(self.max_features - self.n_features_, 0)
+        kept, new_df, record = counted_on(self._rare, feature_hashes(new, fresh.n_features_)[cand], df[cand],
+                                          low, high, room)
+        if kept.size == 0:
             grown = self._copy_vocabulary()
-            grown._rare, grown.n_docs_ = record, n_docs
-            return grown, 0
-        new_id = np.full(fresh.n_features_ + 1, -1, dtype=np.int64)  # fresh feature -> grown id (-1 sentinel)
-        new_id[new_f] = self.n_features_ + np.arange(new_f.size)
-        # fresh nodes the added features need (their own and every prefix's), as _build_trie keeps them
-        feat_of = [new_id[f] for f in fresh_fmaps]  # per order, per fresh node: its added feature or -1
-        need = [fo >= 0 for fo in feat_of]
-        for n in range(max_n, 1, -1):
-            j = np.flatnonzero(need[n - 1])
-            need[n - 2][fresh._ngram_keys[n - 2][j] // f_uni] = True
-            need[0][fresh._ngram_keys[n - 2][j] % f_uni] = True
-        # unigrams: the old ones keep their ids, the added ones follow
-        add_uni = np.flatnonzero(need[0] & (uni_map < 0))
-        uni_to = uni_map.copy()
-        uni_to[add_uni] = n_uni + np.arange(add_uni.size)
-        n_uni2 = n_uni + add_uni.size
-        strings = self._uni_strings + [fresh._uni_strings[u] for u in add_uni.tolist()]
-        uni_feature = np.concatenate([self._uni_feature, np.full(add_uni.size, -1, dtype=np.int64)])
-        hit = feat_of[0] >= 0
-        uni_feature[uni_to[hit]] = feat_of[0][hit]
-        ngram_keys, ngram_feature = [], []
-        old_to, fresh_to = np.arange(n_uni, dtype=np.int64), uni_to  # node ids of the order below, old and fresh
-        for n in range(2, max_n + 1):
-            okeys, fkeys = self._ngram_keys[n - 2], fresh._ngram_keys[n - 2]
-            add = np.flatnonzero(need[n - 1] & (maps[n - 1] < 0))
-            keys = np.concatenate([old_to[okeys // n_uni] * n_uni2 + okeys % n_uni,
-                                   fresh_to[fkeys[add] // f_uni] * n_uni2 + uni_to[fkeys[add] % f_uni]])
-            order = np.argsort(keys, kind="stable")
-            position = np.empty_like(order)
-            position[order] = np.arange(order.size)
-            feature = np.concatenate([self._ngram_feature[n - 2], np.full(add.size, -1, dtype=np.int64)])[order]
-            old_to = position[:okeys.size]
-            fresh_to = np.full(fkeys.size, -1, dtype=np.int64)
-            fresh_to[maps[n - 1] >= 0] = old_to[maps[n - 1][maps[n - 1] >= 0]]
-            fresh_to[add] = position[okeys.size:]
-            hit = feat_of[n - 1] >= 0
-            feature[fresh_to[hit]] = feat_of[n - 1][hit]
-            ngram_keys.append(keys[order])
-            ngram_feature.append(feature)
-        s = 1.0 if self.smooth_idf else 0.0
-        idf_new = (np.log((n_docs + s) / (new_df.astype(np.float64) + s)) + 1.0).astype(np.float32)
-        grown = TfidfFeaturizer(**self.get_params())
-        grown.idf_ = np.concatenate([self.idf_, idf_new])
-        grown.n_features_ = int(self.n_features_ + new_f.size)
-        grown._uni_strings, grown._uni_feature = strings, uni_feature
-        grown._ngram_keys, grown._ngram_feature = ngram_keys, ngram_feature
-        grown._ready(min_n, max_n, pattern, self._analyzer)
+        else:
+            new_id = np.full(fresh.n_features_ + 1, -1, dtype=np.int64)  # fresh feature -> grown id (-1 sentinel)
+            new_id[cand[kept]] = self.n_features_ + np.arange(kept.size)
+            grown = TfidfFeaturizer(**self.get_params())
+            grown.idf_ = np.concatenate([self.idf_, self._idf(new_df, n_docs)])
+            grown.n_features_ = int(self.n_features_ + kept.size)
+            grown._set_trie(appended(old, new, maps, new_id))
+            grown._ready(min_n, max_n, pattern, self._analyzer)
         grown._rare, grown.n_docs_ = record, n_docs
-        return grown, int(new_f.size)
+        return grown, int(kept.size)
 
     def _copy_vocabulary(self) -> "TfidfFeaturizer":
         """A copy sharing this one's (never modified) vocabulary arrays."""
         other = TfidfFeaturizer(**self.get_params())
         other.idf_, other.n_features_ = self.idf_, self.n_features_
-        other._uni_strings, other._uni_feature = self._uni_strings, self._uni_feature
-        other._ngram_keys, other._ngram_feature = self._ngram_keys, self._ngram_feature
+        other._set_trie(self._trie())
         other._ready(self._frozen[0], self._frozen[1], self._frozen[2], self._analyzer)
         other._rare, other.n_docs_ = self._rare, self.n_docs_
         return other
@@ -521,23 +411,13 @@ class TfidfFeaturizer:
 
     # ---- vocabulary -----------------------------------------------------------------------------
 
-    def _trie_names(self) -> list[list[str]]:
-        """Text of every trie node, per order (nodes that are only prefixes included)."""
-        levels = [self._uni_strings]
-        n_uni = len(self._uni_strings)
-        for keys in self._ngram_keys:
-            parent = levels[-1]
-            levels.append([parent[p] + " " + self._uni_strings[u]
-                           for p, u in zip((keys // n_uni).tolist(), (keys % n_uni).tolist())])
-        return levels
-
     def feature_names(self) -> list[str]:
         """Feature texts by feature index (alphabetical, like sklearn's ``get_feature_names_out``)."""
         self._check_fitted()
         if self._names is None:
             names: list[str] = [""] * self.n_features_
             fmaps = [self._uni_feature, *self._ngram_feature]
-            for level, fmap in zip(self._trie_names(), fmaps):
+            for level, fmap in zip(node_texts(self._uni_strings, self._ngram_keys), fmaps):
                 for i in np.flatnonzero(fmap >= 0).tolist():
                     names[fmap[i]] = level[i]
             self._names = names
@@ -584,10 +464,7 @@ class TfidfFeaturizer:
         for n, (k, f) in enumerate(zip(self._ngram_keys, self._ngram_feature), start=2):
             arrays[f"ngram{n}_keys"] = k.astype(np.int64)
             arrays[f"ngram{n}_feature"] = f.astype(np.int64)
-        if self._rare is not None and self.n_docs_ is not None:  # the n-grams too rare to keep (``extended``)
-            arrays["rare_hash"] = np.ascontiguousarray(self._rare[0], dtype=np.uint64).view(np.int64)
-            arrays["rare_df"] = np.ascontiguousarray(self._rare[1], dtype=np.int64)
-            arrays["n_docs"] = np.array([self.n_docs_], dtype=np.int64)
+        arrays.update(record_arrays(self._rare, self.n_docs_))  # the n-grams too rare to keep (``extended``)
         return params, arrays
 
     @classmethod
@@ -619,82 +496,12 @@ class TfidfFeaturizer:
         if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
             raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
 
-        rare = {k: arrays[k] for k in _RARE_ARRAYS if k in arrays}
-        if rare and set(rare) != set(_RARE_ARRAYS):
-            raise ModelFormatError(f"TF-IDF arrays: {sorted(rare)} without {sorted(set(_RARE_ARRAYS) - set(rare))}")
-        idf, strings, fmaps, keys_list = vocabulary_from_arrays(
-            {k: v for k, v in arrays.items() if k not in rare}, n_features, min_n, max_n)
-        if rare:
-            h, df, n = (np.asarray(rare[k]) for k in _RARE_ARRAYS)
-            if h.ndim != 1 or df.shape != h.shape or h.dtype.kind not in "iu" or df.dtype.kind not in "iu" \
-                    or n.shape != (1,) or n.dtype.kind not in "iu" or int(n[0]) < 1:
-                raise ModelFormatError("TF-IDF arrays: invalid rare n-gram record")
-            h = h.astype(np.int64, copy=False).view(np.uint64)
-            if h.size and (np.any(h[1:] <= h[:-1]) or df.min() < 1):
-                raise ModelFormatError("TF-IDF arrays: the rare n-gram hashes are not increasing with counts >= 1")
-            self._rare, self.n_docs_ = (h, df.astype(np.int64)), int(n[0])
-
+        rare, n_docs, arrays = record_from_arrays(arrays)
+        idf, strings, fmaps, keys_list = vocabulary_from_arrays(arrays, n_features, min_n, max_n)
+        if rare is not None:
+            self._rare, self.n_docs_ = rare, n_docs
         self.idf_ = idf
         self.n_features_ = n_features
-        self._uni_strings = strings
-        self._uni_feature = fmaps[0]
-        self._ngram_keys = keys_list
-        self._ngram_feature = fmaps[1:]
+        self._set_trie(Trie(strings, fmaps[0], keys_list, fmaps[1:]))
         self._ready(min_n, max_n, pattern, analyzer)
         return self
-
-
-def _unigram_hashes(strings: list[str]) -> np.ndarray:
-    """A 64-bit hash of each unigram's text (the same in every process and on every machine)."""
-    return np.array([int.from_bytes(hashlib.blake2b(u.encode("utf-8", "surrogatepass"), digest_size=8).digest(),
-                                    "little") for u in strings], dtype=np.uint64)
-
-
-def _mix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """The hash of an n-gram from its (n-1)-gram prefix's ``a`` and its last unigram's ``b`` (splitmix64)."""
-    with np.errstate(over="ignore"):
-        x = (a * np.uint64(0x9E3779B97F4A7C15)) ^ b
-        x ^= x >> np.uint64(30)
-        x *= np.uint64(0xBF58476D1CE4E5B9)
-        x ^= x >> np.uint64(27)
-        x *= np.uint64(0x94D049BB133111EB)
-        x ^= x >> np.uint64(31)
-    return x
-
-
-def _node_hashes(uni_strings: list[str], parents: list[np.ndarray], lasts: list[np.ndarray]) -> list[np.ndarray]:
-    """Per order, the hash of each trie node: unigrams by their text, an order-n node (``parents[n-2]``, the
-    order n-1 node it extends, and ``lasts[n-2]``, its last unigram) by :func:`_mix`."""
-    out = [_unigram_hashes(uni_strings)]
-    for p, u in zip(parents, lasts):
-        out.append(_mix(out[-1][p], out[0][u]))
-    return out
-
-
-def _rare_record(hashes: np.ndarray, df: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(sorted unique hashes, counts), the :data:`RARE_MAX` smallest hashes kept (a uniform sample of them)."""
-    hashes, df = np.asarray(hashes, dtype=np.uint64), np.asarray(df, dtype=np.int64)
-    order = np.argsort(hashes, kind="stable")[:RARE_MAX]
-    return hashes[order], df[order]
-
-
-def _counts_of(rare_h: np.ndarray, rare_df: np.ndarray, hashes: np.ndarray) -> np.ndarray:
-    """The remembered count of each hash (0 where none)."""
-    if rare_h.size == 0:
-        return np.zeros(hashes.size, dtype=np.int64)
-    j = np.minimum(np.searchsorted(rare_h, hashes), rare_h.size - 1)
-    return np.where(rare_h[j] == hashes, rare_df[j], 0).astype(np.int64)
-
-
-def _rare_merged(rare_h, rare_df, hashes, totals, promoted) -> tuple[np.ndarray, np.ndarray]:
-    """The record with ``hashes`` set to their ``totals`` (old counts included) and ``promoted`` removed."""
-    keep = ~np.isin(rare_h, np.concatenate([hashes, promoted]))
-    return _rare_record(np.concatenate([rare_h[keep], hashes]), np.concatenate([rare_df[keep], totals]))
-
-
-def _join_columns(cols: np.ndarray, uni_strings: list[str]) -> list[str]:
-    """N-gram texts from a (max_n, k) array of unigram ids padded with -1."""
-    names = [uni_strings[u] for u in cols[0].tolist()]
-    for row in cols[1:]:
-        names = [a + " " + uni_strings[u] if u >= 0 else a for a, u in zip(names, row.tolist())]
-    return names
