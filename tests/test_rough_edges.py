@@ -207,29 +207,6 @@ def test_the_data_location_is_a_setting(tmp_path):
     assert header.startswith(f"shared data: {tmp_path / 'nowhere'} (absent")
 
 
-def test_the_first_run_says_it_compiles_the_tfidf_kernels(tmp_path):
-    """An empty numba cache (a fresh install): importing the kernels logs that they are compiled now, once."""
-    import os
-
-    code = ("import logging; logging.basicConfig(level=logging.INFO, format='%(message)s');"
-            " import xmtc.features.tfidf_kernels")
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert "compiling the TF-IDF kernels (numba) for this installation" in proc.stderr
-
-
-def test_kernels_found_in_the_cache_are_not_announced():
-    from xmtc.features.jit_cache import cached_share
-
-    class Dispatcher:
-        def __init__(self, path):
-            self._cache = type("Cache", (), {"_cache_file": type("File", (), {"_index_path": path})()})()
-
-    assert cached_share({"a": Dispatcher(__file__), "b": Dispatcher(__file__ + ".missing"), "c": 3}) == 0.5
-    assert cached_share({"c": 3}) == 1.0
-
-
 def test_an_empty_input_predicts_nothing(model_dir, tmp_path, capsys):
     empty = tmp_path / "empty.txt"
     empty.write_text("", encoding="utf-8")

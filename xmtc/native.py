@@ -1,12 +1,12 @@
 """xmtc's compiled kernels (``xmtc/csrc``), loaded with ctypes.
 
-Why C and ctypes instead of numba for the linear solver, beam search and k-means: these run on every
-XR-Linear fit and prediction, and numba's price is paid by each process that uses them: ~54 MB of
-LLVM in memory and ~0.5 s of dispatch set-up on the first call, even with every kernel cached.  On a
+Why C and ctypes instead of a JIT (numba) for the linear solver, beam search, k-means and the text
+kernels (TF-IDF tokenising, n-grams and rows; character n-grams; the label-text route's top-k): these
+run in every fit and prediction, and a JIT's price is paid by each process that uses them: ~54 MB of
+LLVM in memory, ~0.3 s to import it and ~0.5 s to load even cached kernels on the first call.  On a
 small data set (reuters21578: 7.8k documents) that was a third of the training time and half the
 memory.  The C kernels are built by ``pip install`` (setup.py), cost nothing to load, and ctypes
-releases the GIL around every call.  numba still compiles TF-IDF of raw text, where tokenising
-dominates and its start-up is noise.
+releases the GIL around every call.
 
 Each kernel takes raw pointers, so :func:`ptr` checks dtype and contiguity before handing one out:
 a wrong array here would be memory corruption, not an exception.
@@ -34,8 +34,20 @@ _SIGNATURES = {
     "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
     "xmtc_kmeans_split_level": [_p, _p, _p, _c_i64] + [_p] * 6 + [_c_i64, _c_i64, _c_int, _c_int],
     "xmtc_beam_step": [_c_i64] + [_p] * 5 + [_c_i64] + [_p] * 6 + [_c_flt, _c_i64, _c_int, _p, _p, _c_i64, _c_int],
+    "xmtc_scan_words": [_p, _c_i64, _p, _c_i64, _p, _p, _p, _p],
+    "xmtc_ngram_fit": [_p, _p, _c_i64, _p, _c_i64, _c_i64, _c_i64, _p, _p, _p],
+    "xmtc_ngram_lookup": [_p, _p, _c_i64, _p, _c_i64, _c_i64, _c_i64, _p, _c_i64, _p],
+    "xmtc_doc_term_freq": [_p, _p, _c_i64, _c_i64, _p, _p, _p],
+    "xmtc_rows_bound": [_p, _c_i64, _c_i64, _p, _c_i64, _p],
+    "xmtc_rows_fill": [_p, _c_i64, _c_i64, _p, _c_i64, _p, _p, _c_int, _c_int, _c_int, _c_i64, _c_int, _p, _p, _p],
+    "xmtc_rows_compact": [_p, _p, _c_i64, _c_int, _p, _p, _p, _p],
+    "xmtc_char_fill": [_p, _c_i64, _p, _p, _c_int],
+    "xmtc_char_ngram_ids": [_p, _p, _p] + [_c_i64] * 5 + [_p, _p, _c_int, _p, _p],
+    "xmtc_route_top_rows": [_p, _p, _p, _c_i64, _p, _p, _p, _c_i64, _p, _p, _p, _p],
 }
-_VOID = {"xmtc_feature_major_fill"}
+_VOID = {"xmtc_feature_major_fill", "xmtc_ngram_lookup", "xmtc_doc_term_freq", "xmtc_rows_bound", "xmtc_rows_compact",
+         "xmtc_char_fill", "xmtc_route_top_rows"}
+_RESTYPE = {"xmtc_char_ngram_ids": ctypes.c_int64}
 
 _lib = None
 
@@ -58,7 +70,7 @@ def lib() -> ctypes.CDLL:
         for name, argtypes in _SIGNATURES.items():
             fn = getattr(handle, name)
             fn.argtypes = argtypes
-            fn.restype = None if name in _VOID else ctypes.c_int
+            fn.restype = None if name in _VOID else _RESTYPE.get(name, ctypes.c_int)
         _lib = handle
     return _lib
 

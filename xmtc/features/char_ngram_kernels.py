@@ -1,4 +1,4 @@
-"""The compiled half of :mod:`xmtc.features.char_ngrams`: a text's character n-grams as feature ids, without
+"""The compiled half (C, ``xmtc/csrc/text.c``) of :mod:`xmtc.features.char_ngrams`: a text's character n-grams as feature ids, without
 a Python string per n-gram.
 
 What: the vocabulary's n-grams become integer keys -- each character a code in a small alphabet (the
@@ -16,9 +16,8 @@ is too large for ``A ** max_n`` to fit 63 bits has no table, and the featurizer 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
-_FIB = np.uint64(0x9E3779B97F4A7C15)
+from ..native import lib, ptr
 
 
 def ngram_table(ngrams: list[str], max_n: int):
@@ -43,7 +42,7 @@ def ngram_table(ngrams: list[str], max_n: int):
     bits = max(4, int(2 * max(len(ngrams), 1) - 1).bit_length())
     table_keys = np.full(1 << bits, -1, dtype=np.int64)
     table_ids = np.zeros(1 << bits, dtype=np.int32)
-    _fill(keys, table_keys, table_ids, bits)
+    lib().xmtc_char_fill(ptr(keys, np.int64), keys.shape[0], ptr(table_keys, np.int64), ptr(table_ids, np.int32), bits)
     return code_of, A, int(code_of[ord(" ")]), table_keys, table_ids, bits
 
 
@@ -59,57 +58,9 @@ def ngram_ids(words: list[str], words_per_text: np.ndarray, table, min_n: int, m
     bound = (max_n - min_n + 1) * (int(word_len.sum()) + 2 * len(words))
     out_text = np.empty(bound, dtype=np.int64)
     out_id = np.empty(bound, dtype=np.int64)
-    n = _ngram_ids(codes, word_len, word_text, min_n, max_n, A, space, table_keys, table_ids, bits, out_text, out_id)
+    codes = np.ascontiguousarray(codes, dtype=np.int64)
+    n = lib().xmtc_char_ngram_ids(ptr(codes, np.int64), ptr(word_len, np.int64), ptr(word_text, np.int64),
+                                  word_len.shape[0], int(min_n), int(max_n), int(A), int(space),
+                                  ptr(table_keys, np.int64), ptr(table_ids, np.int32), int(bits),
+                                  ptr(out_text, np.int64), ptr(out_id, np.int64))
     return out_text[:n], out_id[:n]
-
-
-@njit(cache=True, nogil=True)
-def _slot(key, bits):  # pragma: no cover - compiled
-    return np.int64((np.uint64(key) * _FIB) >> np.uint64(64 - bits))
-
-
-@njit(cache=True, nogil=True)
-def _fill(keys, table_keys, table_ids, bits):  # pragma: no cover - compiled
-    mask = table_keys.shape[0] - 1
-    for i in range(keys.shape[0]):
-        h = _slot(keys[i], bits)
-        while table_keys[h] != -1:
-            h = (h + 1) & mask
-        table_keys[h] = keys[i]
-        table_ids[h] = i
-
-
-@njit(cache=True, nogil=True)
-def _ngram_ids(codes, word_len, word_text, min_n, max_n, A, space, table_keys, table_ids, bits,
-               out_text, out_id):  # pragma: no cover - compiled
-    mask = table_keys.shape[0] - 1
-    n_out = 0
-    start = 0
-    for w in range(word_len.shape[0]):
-        L = word_len[w] + 2  # the padded word: space, its characters, space
-        for n in range(min_n, max_n + 1):
-            whole = n >= L
-            last = 0 if whole else L - n
-            width = L if whole else n
-            for off in range(last + 1):
-                key = 0
-                for q in range(off, off + width):
-                    c = space if q == 0 or q == L - 1 else codes[start + q - 1]
-                    if c == 0:
-                        key = -1
-                        break
-                    key = key * A + c
-                if key < 0:
-                    continue
-                h = _slot(key, bits)
-                while table_keys[h] != -1:
-                    if table_keys[h] == key:
-                        out_text[n_out] = word_text[w]
-                        out_id[n_out] = table_ids[h]
-                        n_out += 1
-                        break
-                    h = (h + 1) & mask
-            if whole:
-                break
-        start += word_len[w]
-    return n_out

@@ -1,5 +1,7 @@
 """The label-text route's cosines through an inverted index: per text, work in proportion to its n-grams' postings.
 
+The kernel is C (``xmtc_route_top_rows`` in ``xmtc/csrc/text.c``); this module prepares its arrays.
+
 What: :func:`top_rows` gives, per row of a CSR matrix ``X`` (texts by n-grams), the ``k`` label rows with the
 largest inner product, from the labels' matrix transposed (``T``: n-grams by labels, CSR, so row ``j`` lists
 the labels whose text holds n-gram ``j`` -- an inverted index). Only the postings of the text's own n-grams
@@ -24,7 +26,8 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from numba import njit
+
+from ..native import lib, ptr
 
 
 def inverted(M: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -55,90 +58,14 @@ def top_rows(X, index: tuple[np.ndarray, np.ndarray, np.ndarray], n_rows: int, k
     if n_rows and n and k:
         if len(data) and not np.min(data) >= 0:  # the kernel counts a row as touched once its sum leaves 0
             raise ValueError("the texts' rows must be non-negative (TF-IDF)")
-        _top_rows(np.asarray(indptr, np.int64), np.asarray(indices, np.int32), np.asarray(data, np.float32),
-                  *index, n_rows, pos, val)
+        x_ptr = np.ascontiguousarray(indptr, np.int64)
+        x_ind = np.ascontiguousarray(indices, np.int32)
+        x_val = np.ascontiguousarray(data, np.float32)
+        t_ptr, t_ind, t_val = index
+        acc = np.zeros(n_rows, np.float32)
+        touched = np.empty(n_rows + 1, np.int32)
+        lib().xmtc_route_top_rows(ptr(x_ptr, np.int64), ptr(x_ind, np.int32), ptr(x_val, np.float32), n,
+                                  ptr(t_ptr, np.int64), ptr(t_ind, np.int32), ptr(t_val, np.float32), k,
+                                  ptr(acc, np.float32), ptr(touched, np.int32), ptr(pos, np.int64),
+                                  ptr(val, np.float32))
     return pos, val
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _worse(s, r, t, q):  # pragma: no cover - compiled
-    """(product ``s``, row ``r``) ranks below (``t``, ``q``): a lower product, or the same and a higher row."""
-    return s < t or (s == t and r > q)
-
-
-@njit(cache=True, nogil=True)
-def _sift_down(hv, hp, start, end):  # pragma: no cover - compiled
-    """Restore the heap ``hv[:end]`` / ``hp[:end]`` (the worst at the root) below ``start``."""
-    s = hv[start]
-    r = hp[start]
-    c = start
-    while True:
-        child = 2 * c + 1
-        if child >= end:
-            break
-        if child + 1 < end and _worse(hv[child + 1], hp[child + 1], hv[child], hp[child]):
-            child += 1
-        if not _worse(hv[child], hp[child], s, r):
-            break
-        hv[c] = hv[child]
-        hp[c] = hp[child]
-        c = child
-    hv[c] = s
-    hp[c] = r
-
-
-@njit(cache=True, nogil=True)
-def _top_rows(x_ptr, x_ind, x_val, t_ptr, t_ind, t_val, n_rows, pos, val):  # pragma: no cover - compiled
-    k = pos.shape[1]
-    acc = np.zeros(n_rows, np.float32)
-    touched = np.empty(n_rows + 1, np.int32)
-    for i in range(x_ptr.shape[0] - 1):
-        n = 0
-        for a in range(x_ptr[i], x_ptr[i + 1]):
-            j = x_ind[a]
-            v = x_val[a]
-            for p in range(t_ptr[j], t_ptr[j + 1]):
-                r = t_ind[p]
-                prod = v * t_val[p]
-                if prod == 0.0:  # adds nothing (and so cannot list a row twice)
-                    continue
-                s = acc[r]
-                touched[n] = r  # kept only on the first touch: no branch to mispredict
-                n += s == 0.0
-                acc[r] = s + prod
-        # The k best so far in a bounded heap whose root is the worst of them (lowest product, then highest
-        # row): a candidate that beats the root replaces it, O(log k); then a heap sort leaves them best first.
-        # (product, row) pairs are distinct (a row is listed once), so the order is total and the result unique.
-        hv = val[i]
-        hp = pos[i]
-        filled = 0
-        for q in range(n):
-            r = touched[q]
-            s = acc[r]
-            acc[r] = 0.0
-            if not s > 0.0:
-                continue
-            if filled < k:  # sift up
-                c = filled
-                filled += 1
-                while c > 0:
-                    parent = (c - 1) >> 1
-                    if not _worse(s, r, hv[parent], hp[parent]):
-                        break
-                    hv[c] = hv[parent]
-                    hp[c] = hp[parent]
-                    c = parent
-                hv[c] = s
-                hp[c] = r
-            elif _worse(hv[0], hp[0], s, r):
-                hv[0] = s
-                hp[0] = r
-                _sift_down(hv, hp, 0, k)
-        for end in range(filled - 1, 0, -1):  # the worst to the back: best first
-            s = hv[0]
-            r = hp[0]
-            hv[0] = hv[end]
-            hp[0] = hp[end]
-            hv[end] = s
-            hp[end] = r
-            _sift_down(hv, hp, 0, end)
