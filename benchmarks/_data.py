@@ -141,8 +141,8 @@ def featurize(ds: Dataset, which: str = "xmtc") -> tuple[str, float]:
 def featurizer_race(ds: Dataset) -> dict:
     """Seconds to fit + transform the train texts with xmtc's TF-IDF and with scikit-learn's, same settings.
 
-    Run one after the other on this interpreter (scikit-learn is single-threaded; xmtc uses the
-    threads numba is allowed), each on the raw train texts, output discarded.
+    Run one after the other on this interpreter (scikit-learn is single-threaded; xmtc builds rows
+    on every available CPU), each on the raw train texts, output discarded.
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from xmtc.features.tfidf import TfidfFeaturizer

@@ -6,7 +6,7 @@
 
 What it does: loads each model folder with ``xmtc.load`` (memory-mapped, as ``serve`` does), draws ``--n``
 test texts with a seeded shuffle (the files are sorted by text, so the first N would be a biased sample),
-predicts ``--warmup`` of them to warm caches and numba, then times ``model.predict([text], k=--k)`` for
+predicts ``--warmup`` of them to warm caches, then times ``model.predict([text], k=--k)`` for
 each text with ``time.perf_counter``: p50, p99, mean and max in milliseconds. ``--repeat`` runs the timed
 pass several times (the best p99 of the passes is the quiet-machine figure; every pass is printed). The
 1-minute load average from ``/proc/loadavg`` is printed before and after each pass: this project's

@@ -184,7 +184,7 @@ def test_each_distinct_token_is_analysed_once_and_cached():
 
 def test_default_features_are_byte_identical_to_the_plain_tokenizer():
     """The default settings must not stem or drop words: same vocabulary and bytes as scikit-learn's."""
-    texts = TEXTS * 4  # > 8 texts: the numba scanner path
+    texts = TEXTS * 4  # > 8 texts: the C scanner path
     ours = TfidfParams().make_featurizer()
     X = ours.fit_transform(texts)
     assert ours.analyzer == "simple" and ours.stop_words is None and ours._analyzer is None

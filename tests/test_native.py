@@ -35,7 +35,7 @@ def test_out_of_memory_status_raises():
 
 
 def test_xr_linear_on_given_features_never_loads_numba():
-    """The linear path is C only (numba, ~54 MB and ~0.5 s of set-up, is for TF-IDF); no bar, no tqdm."""
+    """The linear path is C only (no JIT: numba's ~54 MB and ~0.5 s of set-up); no bar, no tqdm."""
     code = textwrap.dedent("""
         import sys
         import numpy as np, scipy.sparse as sp

@@ -18,7 +18,7 @@ __all__ = ["__version__", *(n for n in _exported_names() if not n.endswith("Conf
 
 
 def __getattr__(name):
-    # Heavy modules (numba kernels, torch) load on first use, so `xmtc --help` and `import xmtc` stay fast.
+    # Heavy modules (scipy, sklearn, torch) load on first use, so `xmtc --help` and `import xmtc` stay fast.
     from .registry import resolve_export
 
     found = resolve_export(name)

@@ -409,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def entry() -> NoReturn:
     """The ``xmtc`` console script and ``python -m xmtc``: :func:`main`, then the process ends without the
     interpreter's teardown. Everything a command produces is written (atomically) and closed before
-    :func:`main` returns, and the teardown costs a short command dearly once numba has run: interpreter exit
+    :func:`main` returns, and the teardown costs a short command dearly: interpreter exit
     was 0.6-1.0 s of ``xmtc train`` on reuters and yso-finna-en-2k-20k (benchmarks/train_command.py's phase
     table, 2-core machine at load 7-9), and a script that featurizes 60 titles spent 2.0 s in its exit against
     0.1 s with ``os._exit`` (load 11). Where a library's exit handlers still have work (Ray stops the local cluster it

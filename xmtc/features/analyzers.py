@@ -16,7 +16,7 @@ each with an optional ``token_min_length=N`` (``snowball(english,token_min_lengt
 N characters are dropped, as in Annif (whose default is 3; here it is 1, i.e. the tokenizer's own rule of
 two or more word characters stands).
 
-How it runs: the TF-IDF tokenizer first turns a batch of texts into ids of distinct surface tokens (a numba
+How it runs: the TF-IDF tokenizer first turns a batch of texts into ids of distinct surface tokens (a C
 scanner); :meth:`Analyzer.apply` then maps each *distinct* token once (stop word? its stem or lemma?), re-interns
 the results and rewrites the id stream with one numpy gather, so the stemmer is called once per distinct
 word, never per occurrence, and the n-gram and row kernels run unchanged on the analysed ids. A bounded

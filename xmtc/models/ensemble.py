@@ -51,8 +51,8 @@ def csr_topk(mat: sp.csr_matrix, k: int, chunk: int = 8192) -> tuple[np.ndarray,
     than k entries are padded with index -1 and score 0.
 
     Vectorised numpy on rows padded to the longest row (a combined top-k row holds at most members x k
-    entries), ``chunk`` rows at a time: no numba here, so predicting with a tree ensemble -- XR-Linear's
-    default on small label sets -- does not load numba's compiler (~54 MB, ~0.5 s) into a server.
+    entries), ``chunk`` rows at a time: no JIT compiler here, so predicting with a tree ensemble -- XR-Linear's
+    default on small label sets -- loads nothing beyond numpy (a JIT such as numba costs ~54 MB, ~0.5 s).
     """
     mat = sp.csr_matrix(mat)
     if not mat.has_canonical_format:  # duplicate entries of a cell mean their sum (scipy's semantics)

@@ -113,8 +113,9 @@ class Project:
         return cls(project_id, folder, model, language, modified)
 
     def warm_up(self) -> None:
-        """Score one text before the first request: the TF-IDF featurizer is numba code compiled on
-        first use (~3 s on this machine), which must not land on a user's first request."""
+        """Score one text before the first request: the first prediction loads the kernels, builds the
+        tokenizer's word-character table and touches the model's memory-mapped weights, which must not land on
+        a user's first request."""
         from ..errors import XmtcError
         try:
             self.model.predict_topk(["warm up"], 1)

@@ -61,8 +61,8 @@ from ...models.base import XMCModel, as_label_matrix, check_texts, register
 from ...models.storage import ModelReader, ModelWriter
 from ...native import resolve_threads
 
-# The TF-IDF featurizer and the tree ensemble are numba code, imported where they are used: a model
-# trained on given features (or loaded to score given features) then never loads numba's ~54 MB of LLVM.
+# The TF-IDF featurizer and the tree ensemble are imported where they are used: a model trained on given
+# features (or loaded to score given features) then never imports the text path.
 log = logging.getLogger(__name__)
 
 
