@@ -34,6 +34,81 @@ XMTC_API void xmtc_feature_major_fill(const int64_t *indptr, const int32_t *indi
 }
 
 /* ---------------------------------------------------------------------------------------------- */
+/* layout edits (xmtc/linear/beam_edit.py): a few nodes' weights replaced in one pass over the entries */
+
+static inline void emit(int64_t p, entry_t x, int64_t *last_p, int32_t *out_seg, int64_t *so, entry_t *out_ent,
+                        int64_t *eo) {
+    if (p != *last_p) { /* a new (feature, parent) segment */
+        out_seg[2 * *so] = (int32_t)p;
+        out_seg[2 * *so + 1] = 0;
+        (*so)++;
+        *last_p = p;
+    }
+    out_seg[2 * (*so - 1) + 1]++;
+    out_ent[(*eo)++] = x;
+}
+
+/* The entries of the nodes flagged in `edited` dropped and the m new entries (feature new_f, parent new_p,
+ * sorted by (feature, parent, offset)) merged in, each feature's entries kept in (parent, offset) order.
+ * out_ent holds nnz + m entries and out_seg S + m segments at most; counts[0..1] = segments, entries. */
+XMTC_API void xmtc_layout_edit(int64_t d, const int64_t *feat, const int32_t *seg, const entry_t *ent,
+                               const int64_t *child_ptr, const int32_t *child_ids, const uint8_t *edited,
+                               const int64_t *new_f, const int32_t *new_p, const entry_t *new_ent, int64_t m,
+                               int64_t *out_feat, int32_t *out_seg, entry_t *out_ent, int64_t *counts) {
+    int64_t q = 0, so = 0, eo = 0;
+    for (int64_t f = 0; f < d; f++) {
+        out_feat[2 * f] = so;
+        out_feat[2 * f + 1] = eo;
+        int64_t last_p = -1, e = feat[2 * f + 1];
+        for (int64_t s = feat[2 * f]; s < feat[2 * f + 2]; s++) {
+            const int64_t p = seg[2 * s], n = seg[2 * s + 1], base = child_ptr[p];
+            for (int64_t k = 0; k < n; k++, e++) {
+                const entry_t x = ent[e];
+                while (q < m && new_f[q] == f && (new_p[q] < p || (new_p[q] == p && new_ent[q].col < x.col))) {
+                    emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
+                    q++;
+                }
+                if (!edited[child_ids[base + x.col]]) emit(p, x, &last_p, out_seg, &so, out_ent, &eo);
+            }
+        }
+        while (q < m && new_f[q] == f) {
+            emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
+            q++;
+        }
+    }
+    out_feat[2 * d] = so;
+    out_feat[2 * d + 1] = eo;
+    counts[0] = so;
+    counts[1] = eo;
+}
+
+/* The weights of the nodes with slot[node] >= 0 as (feature, slot, value) triples in entry order; returns
+ * their number and writes them only where out_row is not NULL (call once to count, once to fill). */
+XMTC_API int64_t xmtc_layout_columns(int64_t d, const int64_t *feat, const int32_t *seg, const entry_t *ent,
+                                     const int64_t *child_ptr, const int32_t *child_ids, const int32_t *slot,
+                                     int32_t *out_row, int32_t *out_col, float *out_val) {
+    int64_t c = 0;
+    for (int64_t f = 0; f < d; f++) {
+        int64_t e = feat[2 * f + 1];
+        for (int64_t s = feat[2 * f]; s < feat[2 * f + 2]; s++) {
+            const int64_t p = seg[2 * s], n = seg[2 * s + 1], base = child_ptr[p];
+            for (int64_t k = 0; k < n; k++, e++) {
+                const int32_t j = slot[child_ids[base + ent[e].col]];
+                if (j >= 0) {
+                    if (out_row) {
+                        out_row[c] = (int32_t)f;
+                        out_col[c] = j;
+                        out_val[c] = ent[e].val;
+                    }
+                    c++;
+                }
+            }
+        }
+    }
+    return c;
+}
+
+/* ---------------------------------------------------------------------------------------------- */
 /* search */
 
 enum { POST_L3_HINGE = 0, POST_SIGMOID = 1, POST_NOOP = 2 };

@@ -74,6 +74,7 @@ import scipy.sparse as sp
 from ..errors import ConfigError
 from ..index.tree import LabelTree
 from .beam import BeamLevel, beam_step, prepare_features, root_beam
+from .beam_edit import grown, merged, node_columns, replaced
 from .hierarchy import HierarchicalLinearModel
 from .negatives import active_mask, check_negatives
 
@@ -209,25 +210,32 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
             active = active_mask(negatives, t, targets, beam_ids if use_man else None)
             changed = changed_nodes(parent_of, active[n_old:], targets_new[t])
             last = t == len(chain) - 1
-            W = _padded(widened(lv.to_weights(), d), C.shape[0], d)
+            # the level's own layout, grown to the features and nodes of the update; only the edited nodes change,
+            # in one pass over the level's entries (the edits in order: a node's last edit stands)
+            level = grown(lv, d, parent_of, C.shape[1])
+            edits = []
             if last:  # fresh labels start cold; the others' refits from their old weights
-                W = _never(_replace_columns(W, fit_fresh, sp.csc_matrix((d + 1, fit_fresh.size), dtype=np.float32)),
-                           fresh[~documented], lv.bias)
+                edits += [(fit_fresh, sp.csc_matrix((d + 1, fit_fresh.size), dtype=np.float32)),
+                          _never(fresh[~documented], d, lv.bias)]
                 # with the old rows replayed the fresh labels are refitted with the rest, else against the memory
                 changed = np.setdiff1d(changed, fresh) if apart else \
                     np.union1d(np.setdiff1d(changed, fresh[~documented]), fit_fresh)
-            if changed.size and sample is not None:
-                W = _replace_columns(W, changed, _refit_sampled(
-                    X, targets[t][:, changed], active, X_s, sample_targets[t][:, changed],
-                    active_mask("tfn", t, sample_targets), parent_of[changed], W[:, changed], lv.bias, n_threads,
-                    solver_kw, curvature))
-            elif changed.size:
-                W = _replace_columns(W, changed, _refit(X, targets[t][:, changed], parent_of[changed], active,
-                                                        W[:, changed], warm, n_threads, solver_kw, curvature))
+            if changed.size:
+                init = node_columns(level, changed)
+                if last:
+                    init = _zeroed(init, np.isin(changed, fit_fresh))
+                if sample is not None:
+                    edits.append((changed, _refit_sampled(
+                        X, targets[t][:, changed], active, X_s, sample_targets[t][:, changed],
+                        active_mask("tfn", t, sample_targets), parent_of[changed], init, lv.bias, n_threads,
+                        solver_kw, curvature)))
+                else:
+                    edits.append((changed, _refit(X, targets[t][:, changed], parent_of[changed], active, init, warm,
+                                                  n_threads, solver_kw, curvature)))
             if last and fit_fresh.size and apart:
-                W = _replace_columns(W, fit_fresh, _fit_fresh(tree, X_new, Y_new, memory, fit_fresh, parent_of,
-                                                              negatives, n_threads, fresh_C, solver_kw))
-            level = BeamLevel.from_weights(W, parent_of, C.shape[1], bias=lv.bias)
+                edits.append((fit_fresh, _fit_fresh(tree, X_new, Y_new, memory, fit_fresh, parent_of, negatives,
+                                                    n_threads, fresh_C, solver_kw)))
+            level = replaced(level, *merged(edits))
             new_levels.append(level)
             if use_man and not last:
                 beam_ids, beam_sc = beam_step(X, level, beam_ids, beam_sc, beam_size, n_threads=n_threads)
@@ -405,29 +413,18 @@ def widened_rows(X, d: int):
     return sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], d))
 
 
-def _padded(W: sp.csc_matrix, K: int, d: int) -> sp.csc_matrix:
-    """``W`` with empty columns appended up to ``K`` (new labels have no weights yet)."""
-    if W.shape[1] >= K:
-        return W
-    return sp.hstack([W, sp.csc_matrix((d + 1, K - W.shape[1]), dtype=np.float32)], format="csc")
-
-
-def _never(W: sp.csc_matrix, labels: np.ndarray, bias: float) -> sp.csc_matrix:
-    """``W`` with the columns ``labels`` replaced by a ranker that says no: decision value :data:`NEVER`."""
-    if labels.size == 0:
-        return W
-    d1 = W.shape[0]
+def _never(labels: np.ndarray, d: int, bias: float) -> tuple[np.ndarray, sp.csc_matrix]:
+    """The edit that gives the nodes ``labels`` a ranker that says no: decision value :data:`NEVER` (bias only)."""
     value = NEVER / bias if bias else 0.0
-    cols = sp.csc_matrix((np.full(labels.size, value, dtype=np.float32), np.full(labels.size, d1 - 1),
-                          np.arange(labels.size + 1)), shape=(d1, labels.size))
-    return _replace_columns(W, np.asarray(labels), cols)
+    cols = sp.csc_matrix((np.full(labels.size, value, dtype=np.float32), np.full(labels.size, d),
+                          np.arange(labels.size + 1)), shape=(d + 1, labels.size))
+    return labels, cols
 
 
-def _replace_columns(W: sp.csc_matrix, cols: np.ndarray, W_cols: sp.csc_matrix) -> sp.csc_matrix:
-    """``W`` with columns ``cols`` (ascending) replaced by those of ``W_cols``, the others untouched."""
-    K = W.shape[1]
-    source = np.arange(K)
-    source[cols] = K + np.arange(cols.size)  # position in hstack([W, W_cols])
-    out = sp.hstack([W, sp.csc_matrix(W_cols, dtype=np.float32)], format="csc")[:, source]
-    out.sort_indices()
-    return sp.csc_matrix(out, dtype=np.float32)
+def _zeroed(W: sp.csc_matrix, columns: np.ndarray) -> sp.csc_matrix:
+    """``W`` with the flagged columns emptied (fresh labels start cold)."""
+    if not columns.any():
+        return W
+    out = sp.csc_matrix(W @ sp.diags((~columns).astype(np.float32)), dtype=np.float32)
+    out.eliminate_zeros()
+    return out

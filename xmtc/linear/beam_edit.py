@@ -1,0 +1,156 @@
+"""Edit a few nodes of a :class:`~xmtc.linear.beam.BeamLevel` without rebuilding the level.
+
+A learn refits the handful of nodes its documents reach (three titles of a new subject: 16 + 16 + 96 of
+yso-finna-en's 24,772 nodes). Going through the csc weights for that (``to_weights``, replace the columns,
+``from_weights``) converts every weight of every level twice, and the cost grows with the model, not with the
+learn. These functions work on the beam layout itself, each one pass of a C kernel over the level's entries
+(``xmtc_layout_edit`` / ``xmtc_layout_columns`` in ``xmtc/csrc/beam.c``), and give arrays equal, element for
+element, to those :meth:`BeamLevel.from_weights` builds from the edited weights (tests/test_beam_edit.py), so
+predictions and saved files are the same either way. A three-title learn into yso-finna-en's 80% model: 10.2-10.9
+CPU s through csc, 4.6-6.3 s in place (benchmarks/RESULTS.md).
+
+The layout (beam.py): feature ``f`` owns entries ``ent[feat[f, 1]:feat[f + 1, 1]]``, grouped in segments
+``seg[feat[f, 0]:feat[f + 1, 0]]`` of ``(parent, n_entries)``; each entry holds the child's offset under its
+parent and the weight, a feature's entries ordered by (parent, offset). An edit drops the edited nodes' entries
+and merges their new ones (sorted by feature, parent, offset) into that order, opening a segment wherever the
+parent changes within a feature, as ``from_weights`` does.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from .. import native
+from ..native import ptr
+from .beam import ENTRY, BeamLevel
+
+__all__ = ["grown", "merged", "node_columns", "replaced"]
+
+
+def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
+    """``level`` over ``n_features >= level.n_features`` features (the new ones without weights) and the nodes
+    ``parent_of`` names: the level's own nodes first, then new ones without weights (new labels, placed in the
+    tree). The level itself when nothing grows. Where an own node moves to another parent (a label learned
+    again after ``labels remove`` is placed anew), its siblings' offsets change: the level is rebuilt."""
+    parent_of = np.asarray(parent_of, dtype=np.int64)
+    K_old, d_old, d = level.n_nodes, level.n_features, int(n_features)
+    if d < d_old or parent_of.size < K_old or n_parents < level.n_parents:
+        raise ValueError(f"cannot shrink a level of {d_old} features, {K_old} nodes, {level.n_parents} parents"
+                         f" to {d}, {parent_of.size}, {n_parents}")
+    if not np.array_equal(parent_of[:K_old], level.parent_of):
+        return _moved(level, d, parent_of, n_parents)
+    if d == d_old and parent_of.size == K_old and n_parents == level.n_parents:
+        return level
+    feat = level.feat
+    if d > d_old:  # features past the old ones own no segment and no entry: copies of the closing row
+        feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
+    child_ids = np.argsort(parent_of, kind="stable").astype(np.int32)
+    child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
+    # a new node's id is above every old one, so it comes after its parent's old children: old offsets hold
+    bias_w = np.zeros(parent_of.size, dtype=np.float32)
+    bias_w[:K_old] = level.bias_w
+    return BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat,
+                     seg=level.seg, ent=level.ent, bias_w=bias_w)
+
+
+def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
+    """:func:`grown` through the csc weights, for a tree whose own nodes changed parents."""
+    W = level.to_weights()
+    d_old = level.n_features
+    rows = np.where(W.indices == d_old, d, W.indices).astype(np.int32)
+    indptr = np.concatenate([W.indptr, np.full(parent_of.size - W.shape[1], W.indptr[-1], dtype=W.indptr.dtype)])
+    W = sp.csc_matrix((W.data, rows, indptr), shape=(d + 1, parent_of.size))
+    return BeamLevel.from_weights(W, parent_of, n_parents, bias=level.bias)
+
+
+def _places(level: BeamLevel) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: its parent and its offset among the parent's children."""
+    parent_of = level.parent_of.astype(np.int64)
+    where = np.empty(level.n_nodes, dtype=np.int64)
+    where[level.child_ids] = np.arange(level.n_nodes)
+    return parent_of, where - level.child_ptr[parent_of]
+
+
+def _layout_args(level: BeamLevel) -> tuple:
+    return (level.n_features, ptr(level.feat, np.int64), ptr(level.seg, np.int32), ptr(level.ent, ENTRY),
+            ptr(level.child_ptr, np.int64), ptr(level.child_ids, np.int32))
+
+
+def node_columns(level: BeamLevel, nodes) -> sp.csc_matrix:
+    """The weights of ``nodes`` (distinct) as csc ``(d + 1, len(nodes))``, bias last: ``level.to_weights()[:,
+    nodes]`` without converting the rest of the level."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    d = level.n_features
+    slot = np.full(level.n_nodes, -1, dtype=np.int32)
+    slot[nodes] = np.arange(nodes.size, dtype=np.int32)
+    kern, args = native.lib(), _layout_args(level)
+    n = int(kern.xmtc_layout_columns(*args, ptr(slot, np.int32), None, None, None))
+    rows, cols, vals = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.float32)
+    kern.xmtc_layout_columns(*args, ptr(slot, np.int32), ptr(rows, np.int32), ptr(cols, np.int32),
+                             ptr(vals, np.float32))
+    b = level.bias_w[nodes]
+    has_b = np.flatnonzero(b)
+    rows = np.concatenate([rows, np.full(has_b.size, d, dtype=np.int32)])
+    cols = np.concatenate([cols, has_b.astype(np.int32)])
+    vals = np.concatenate([vals, b[has_b]]).astype(np.float32)
+    W = sp.csc_matrix((vals, (rows, cols)), shape=(d + 1, nodes.size), dtype=np.float32)
+    W.sort_indices()
+    return W
+
+
+def merged(edits) -> tuple[np.ndarray, sp.csc_matrix | None]:
+    """One edit from several ``(nodes, W_cols)`` applied in order: a node edited twice keeps its last columns."""
+    edits = [(np.asarray(n, dtype=np.int64), sp.csc_matrix(W, dtype=np.float32)) for n, W in edits if len(n)]
+    if not edits:
+        return np.empty(0, dtype=np.int64), None
+    nodes = np.concatenate([n for n, _ in edits])
+    W = sp.hstack([W for _, W in edits], format="csc")
+    _, last = np.unique(nodes[::-1], return_index=True)
+    pick = np.sort(nodes.size - 1 - last)
+    return nodes[pick], sp.csc_matrix(W[:, pick])
+
+
+def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
+    """``level`` with the weights of ``nodes`` (distinct) replaced by the columns of ``W_cols`` (csc
+    ``(d + 1, len(nodes))``, bias last; zeros are no weight), every other node's untouched: the level
+    :meth:`BeamLevel.from_weights` would build from the edited weights. The level itself when ``nodes`` is
+    empty. One pass over the level's entries however many nodes change (:func:`merged` joins edits)."""
+    nodes = np.asarray(nodes, dtype=np.int64)
+    if nodes.size == 0:
+        return level
+    d = level.n_features
+    W_cols = sp.csc_matrix(W_cols, dtype=np.float32)
+    if W_cols.shape != (d + 1, nodes.size):
+        raise ValueError(f"W_cols has shape {W_cols.shape}, expected {(d + 1, nodes.size)}")
+    if np.unique(nodes).size != nodes.size:
+        raise ValueError("nodes must be distinct")
+    parent_of, offset = _places(level)
+    edited = np.zeros(level.n_nodes, dtype=np.uint8)
+    edited[nodes] = 1
+    # the new weights in the layout's order: feature, parent, offset under the parent
+    W_cols.sum_duplicates()
+    col = np.repeat(np.arange(nodes.size), np.diff(W_cols.indptr))
+    rows = W_cols.indices.astype(np.int64)
+    live = (rows < d) & (W_cols.data != 0)
+    node = nodes[col[live]]
+    new_f, new_p, new_o = rows[live], parent_of[node], offset[node]
+    order = np.lexsort((new_o, new_p, new_f))
+    new_ent = np.empty(order.size, dtype=ENTRY)
+    new_ent["col"] = new_o[order]
+    new_ent["val"] = W_cols.data[live][order]
+    new_f = np.ascontiguousarray(new_f[order])
+    new_p = new_p[order].astype(np.int32)
+    S, nnz, m = level.seg.shape[0], level.ent.shape[0], order.size
+    feat = np.empty((d + 1, 2), dtype=np.int64)
+    seg = np.empty((S + m, 2), dtype=np.int32)
+    ent = np.empty(nnz + m, dtype=ENTRY)
+    counts = np.zeros(2, dtype=np.int64)
+    native.lib().xmtc_layout_edit(*_layout_args(level), ptr(edited, np.uint8), ptr(new_f, np.int64),
+                                  ptr(new_p, np.int32), ptr(new_ent, ENTRY), m, ptr(feat, np.int64),
+                                  ptr(seg, np.int32), ptr(ent, ENTRY), ptr(counts, np.int64))
+    bias_w = np.array(level.bias_w, dtype=np.float32, copy=True)
+    bias_w[nodes] = W_cols[d].toarray().ravel()
+    return BeamLevel(n_features=d, bias=level.bias, child_ptr=level.child_ptr, child_ids=level.child_ids, feat=feat,
+                     seg=seg[:counts[0]], ent=ent[:counts[1]], bias_w=bias_w)
