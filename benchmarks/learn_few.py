@@ -41,7 +41,8 @@ from xmtc.data.data_root import data_root  # noqa: E402
 DATA = data_root()
 RAILWAYS = ["Steam locomotives of the Finnish state railways", "Narrow-gauge railways in Finland",
             "Railway stations of Helsinki"]
-VARIANTS = {"default": {}, "no-memory": {"memory": False}, "no-few-shot": {"few_shot": False}}
+VARIANTS = {"default": {}, "no-memory": {"memory": False}, "no-few-shot": {"few_shot": False},
+            "keep-vocabulary": {"new_words": False}}
 
 
 def train_model(rows, folder: Path) -> float:
@@ -121,12 +122,19 @@ def open_case(train, test, work: Path, variants, n_labels: int, records: int, se
             model = xmtc.load(work / "retrained")
         else:
             model, sec = learn(folder, [t for _, t in learned], [list(labels) for labels, _ in learned], v)
-        pred, _ = topk(model, texts, 10)
+        pred, scores = topk(model, texts, 10)
         slots = sum(len(held & set(pred[i][:5])) for i in others) / (5.0 * len(others))
         found = np.mean([bool(held & set(gold[i]) & set(pred[i][:10])) for i in carriers])
+        # the learned labels' own suggestions (top 10 of every test text): their mean score against their precision,
+        # which calibrated scores make equal
+        mine = [(float(scores[i][r]), lab in gold[i]) for i in range(len(texts)) for r, lab in enumerate(pred[i])
+                if lab in held]
         out[v] = {"P@1": round(precision(pred, gold, 1), 2), "P@5": round(precision(pred, gold, 5), 2),
                   "learned_share_top5_others_%": round(100 * slots, 2),
                   "carriers_with_it_in_top10_%": round(100 * float(found), 2), "carriers": len(carriers),
+                  "learned_suggestions_top10": len(mine),
+                  "learned_mean_score_%": round(100 * float(np.mean([s for s, _ in mine])), 2) if mine else None,
+                  "learned_precision_%": round(100 * float(np.mean([c for _, c in mine])), 2) if mine else None,
                   "learn_s": round(sec, 2)}
     return out
 
