@@ -5,7 +5,9 @@ Why: a learn (``xmtc learn``, :mod:`xmtc.models.learning`) grows the vocabulary 
 would keep (:meth:`xmtc.features.tfidf.TfidfFeaturizer.extended`). An n-gram in one earlier text and one new one
 reaches ``min_df=2`` on all of them, but the earlier texts are gone by then: only their counts, kept here, can
 say so. Likewise an n-gram the earlier texts held in more than ``max_df`` of them stays out however rarely the new
-texts hold it. A count per n-gram is kept under a hash of its text rather than the text itself:
+texts hold it. Only the featurizers of models that learn keep a record (``remember_rare``, set by XR-Linear). A
+count per n-gram is kept under a hash of its text rather than the text itself (8 bytes however long the n-gram, and
+a fit never makes its string):
 
 * a unigram's hash is the little-endian 8-byte blake2b of its UTF-8 text, an n-gram's the splitmix64 finalizer of
   its (n-1)-gram prefix's hash and its last unigram's, so it follows the featurizer's trie of integer pairs and
