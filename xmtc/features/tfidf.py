@@ -4,7 +4,7 @@ Why not scikit-learn: its analyzer makes one Python string per n-gram occurrence
 dict, which is most of the 24 s it needs on yso-finna-en, and its fitted state only saves by pickle.
 Here text becomes integers as early as possible:
 
-1. **Tokenise** to a stream of unigram ids. For the default pattern ``\\b\\w\\w+\\b`` a numba scanner
+1. **Tokenise** to a stream of unigram ids. For the default pattern ``\\b\\w\\w+\\b`` a C scanner
    walks the UTF-8 bytes of the whole (lower-cased) corpus once, finds maximal runs of word characters
    (``\\w`` as Python's ``re`` defines it, taken from ``re`` itself) and interns them in a hash table.
    Any other ``token_pattern`` goes through ``re.findall`` per text, so every pattern sklearn accepts
@@ -17,11 +17,11 @@ Here text becomes integers as early as possible:
    same alphabetically ordered array). Alphabetical order of n-grams equals the lexicographic order of
    their tuples of unigram ranks whenever tokens contain no character <= U+0020 (true for ``\\w``);
    otherwise the strings themselves are sorted. Features are numbered alphabetically, as in sklearn.
-4. **Rows** are built per document by a parallel numba kernel: sort the document's feature ids, count
+4. **Rows** are built per document by a parallel C kernel: sort the document's feature ids, count
    runs, tf -> 1 + ln(tf) (sublinear), times idf, row norm.
 
-Steps 1, 2 and 4 are numba kernels in :mod:`xmtc.features.tfidf_kernels`; this module holds the estimator:
-the vocabulary (step 3), its saved format and sklearn's parameter semantics.
+Steps 1, 2 and 4 are C kernels (``xmtc/csrc/text.c``) behind :mod:`xmtc.features.tfidf_kernels`; this module
+holds the estimator: the vocabulary (step 3), its saved format and sklearn's parameter semantics.
 
 The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings
 (:mod:`xmtc.features.ngram_trie`): the unigrams a kept feature needs, and per order n a sorted int64 array of keys
