@@ -255,14 +255,10 @@ XMTC_API void xmtc_ngram_lookup(const int32_t *prev, const int32_t *uni, int64_t
     }
 }
 
-/* Per term: texts containing it (df) and occurrences (tf), both zeroed here; last[n_terms] is scratch. */
+/* Per term: texts containing it (df) and occurrences (tf), added to df / tf (zero, from the caller);
+ * last[n_terms] is scratch, -1 from the caller (the last text counted in df). */
 XMTC_API void xmtc_doc_term_freq(const int32_t *ids, const int64_t *doc_ptr, int64_t n_docs, int64_t n_terms,
                                  int64_t *df, int64_t *tf, int64_t *last) {
-    for (int64_t j = 0; j < n_terms; j++) {
-        df[j] = 0;
-        tf[j] = 0;
-        last[j] = -1;
-    }
     for (int64_t d = 0; d < n_docs; d++) {
         for (int64_t i = doc_ptr[d]; i < doc_ptr[d + 1]; i++) {
             int32_t j = ids[i];

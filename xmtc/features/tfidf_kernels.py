@@ -93,9 +93,9 @@ def ngram_lookup(prev, uni, doc_ptr, n: int, n_uni: int, keys) -> np.ndarray:
 def doc_and_term_freq(ids, doc_ptr, n_terms: int) -> tuple[np.ndarray, np.ndarray]:
     """Per term: number of texts containing it (df) and total occurrences (for max_features)."""
     ids, doc_ptr = _i32(ids), _i64(doc_ptr)
-    df = np.empty(n_terms, np.int64)
-    tf = np.empty(n_terms, np.int64)
-    last = np.empty(n_terms, np.int64)
+    df = np.zeros(n_terms, np.int64)  # calloc: pages zeroed as they are touched
+    tf = np.zeros(n_terms, np.int64)
+    last = np.full(n_terms, -1, np.int64)
     lib().xmtc_doc_term_freq(ptr(ids, np.int32), ptr(doc_ptr, np.int64), doc_ptr.shape[0] - 1, int(n_terms),
                              ptr(df, np.int64), ptr(tf, np.int64), ptr(last, np.int64))
     return df, tf
