@@ -43,6 +43,7 @@ RAILWAYS = ["Steam locomotives of the Finnish state railways", "Narrow-gauge rai
             "Railway stations of Helsinki"]
 VARIANTS = {"default": {}, "no-memory": {"memory": False}, "no-few-shot": {"few_shot": False},
             "keep-vocabulary": {"new_words": False}}
+ONE_AT_A_TIME = "one-at-a-time"  # a variant of its own: the records learned one by one
 
 
 def train_model(rows, folder: Path) -> float:
@@ -69,7 +70,11 @@ def precision(pred, gold, k):
 def learn(folder, texts, labels, variant):
     model = xmtc.load(folder, mmap=False)
     t0 = time.perf_counter()
-    model.learn(texts, labels, **VARIANTS[variant])
+    if variant == ONE_AT_A_TIME:  # each record in a learn of its own, as POST /learn of each record does
+        for text, labs in zip(texts, labels):
+            model.learn([text], [labs])
+    else:
+        model.learn(texts, labels, **VARIANTS[variant])
     return model, time.perf_counter() - t0
 
 
@@ -151,8 +156,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dataset", default="yso-finna-en-2k-20k")
     ap.add_argument("--cases", default="railways,open")
-    ap.add_argument("--variants", default="default", help=f"comma-separated: {', '.join(VARIANTS)}; the open case"
-                    " also takes retrain")
+    ap.add_argument("--variants", default="default", help=f"comma-separated: {', '.join(VARIANTS)}, {ONE_AT_A_TIME};"
+                    " the open case also takes retrain")
     ap.add_argument("--labels", type=int, default=10)
     ap.add_argument("--records", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)

@@ -119,13 +119,34 @@ def test_the_negative_sketch_keeps_the_tail_and_the_values_at_the_ranks():
     assert tail[:3].tolist() == [0.5, 0.25, -np.inf] and np.isneginf(ranks).all()
 
 
-def test_one_document_or_more_than_few_keep_a_label_out_of_the_stage():
+def test_one_document_is_held_without_a_ranker_and_more_than_few_keep_a_label_out_of_the_stage():
     X, Y, P = _toy(1)
     mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
     rows = sp.vstack([P[:1]] + [P] * 2, format="csr")  # label 4: one document; label 5: six
     Y_new = sp.csr_matrix((np.ones(7, np.float32), np.r_[4, np.full(6, 5)], np.arange(8)), shape=(7, 6))
     stage = FewShotRankers.empty(X.shape[1], 1.0).updated(rows, Y_new, np.array([4, 5]), mem, **SOLVER)
-    assert len(stage) == 0 and fs.MIN_DOCS == 2 and FEW == 5
+    assert fs.MIN_DOCS == 2 and FEW == 5
+    # label 4 is held: its document kept, no weights, probability 0 for every text (its own included)
+    assert stage.label_ids.tolist() == [4] and stage.W.nnz == 0
+    assert (stage.pos_X != P[:1]).nnz == 0 and stage.pos_owner.tolist() == [4]
+    assert not stage.topk(sp.vstack([P, X]), 3)[1].any()
+
+
+def test_a_held_label_is_fitted_on_all_its_documents_when_the_second_arrives():
+    X, Y, P = _toy(7)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    one = sp.csr_matrix((np.ones(1, np.float32), [4], [0, 1]), shape=(1, 6))
+    two = sp.csr_matrix((np.ones(2, np.float32), [4, 4], [0, 1, 2]), shape=(2, 6))
+    three = sp.csr_matrix((np.ones(3, np.float32), [4, 4, 4], np.arange(4)), shape=(3, 6))
+    held = FewShotRankers.empty(X.shape[1], 1.0).updated(P[:1], one, np.array([4]), mem, **SOLVER)
+    # the label has a tree ranker after its first learn: it is not fresh any more, the stage holds it
+    later = held.updated(P[1:3], two, np.array([], dtype=np.int64), mem, **SOLVER)
+    at_once = FewShotRankers.empty(X.shape[1], 1.0).updated(P[:3], three, np.array([4]), mem, **SOLVER)
+    assert later.label_ids.tolist() == [4] and later.pos_X.shape[0] == 3
+    np.testing.assert_array_equal(later.W.toarray(), at_once.W.toarray())
+    np.testing.assert_array_equal(later.loo, at_once.loo)
+    np.testing.assert_array_equal(later.neg_tail, at_once.neg_tail)
+    assert np.isfinite(later.loo[0, :3]).all()
 
 
 def test_a_stage_label_that_grows_past_few_documents_leaves_and_one_that_grows_within_is_refitted():
@@ -354,6 +375,21 @@ def test_an_old_label_the_new_documents_carry_never_joins_the_stage():
     Y_new = sp.csr_matrix((np.ones(6, np.float32), [0, 5, 0, 5, 0, 5], [0, 2, 4, 6]), shape=(3, 6))
     stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([5]), mem, **SOLVER)
     assert stage.label_ids.tolist() == [5]
+
+
+def test_a_label_taught_one_document_at_a_time_joins_the_stage_at_its_second(learned):
+    model0, texts, cut, music = learned
+    import copy
+
+    model = copy.deepcopy(model0)
+    model.learn(music[3:4], [["one-at-a-time"]])
+    j = list(model.labels_.names).index("one-at-a-time")
+    assert j in model.few_shot_.label_ids.tolist()
+    col = model.few_shot_.label_ids.tolist().index(j)
+    assert not np.isfinite(model.few_shot_.loo[col]).any()  # held: no ranker yet
+    model.learn(music[4:5], [["one-at-a-time"]])
+    col = model.few_shot_.label_ids.tolist().index(j)
+    assert int((model.few_shot_.pos_owner == j).sum()) == 2 and np.isfinite(model.few_shot_.loo[col, :2]).all()
 
 
 def test_a_learned_model_featurizes_each_text_once_per_prediction(learned, monkeypatch):

@@ -51,7 +51,11 @@ of the texts that carry them / their share of the top-5 slots of texts that do n
 
 On yso-finna-en (517,535 documents, 50,000 remembered, omega 10.4) the stage changed nothing measurable: three
 titles' leave-one-out values sit among hundreds of remembered rows' there, so ``p`` stays below the model's own
-tenth suggestion. One document has no leave-one-out value to go by (:data:`MIN_DOCS`).
+tenth suggestion. One document has no leave-one-out value to go by (:data:`MIN_DOCS`): a label learned from one
+document is held in the stage with its document and no ranker (it scores 0 there, the trees alone suggest it),
+so that the learn that brings its second document fits it on both. Without that, a label taught one record at
+a time (``POST /learn`` of each record as it is catalogued) got a tree ranker from its first record, counted as
+old from then on, and never joined the stage.
 
 **What it keeps:** per label its weights, its positive rows (at most :data:`FEW`, so a later learn refits it
 on all of them even where the memory's reservoir has dropped some), their leave-one-out values, the
@@ -164,11 +168,14 @@ class FewShotRankers:
             pos[j] = sp.vstack([self.pos_X[self.pos_owner == j], new], format="csr") if j in staged else \
                 sp.csr_matrix(new)
         fit = [j for j in sorted(pos) if MIN_DOCS <= pos[j].shape[0] <= FEW]
+        held = [j for j in sorted(pos) if pos[j].shape[0] < MIN_DOCS]
         keep = ~np.isin(self.label_ids, touched)
         parts = [self._subset(keep)]
         if fit:
             parts.append(self._fit(fit, pos, memory, C_pos=C_pos, C_neg=C_neg, tol=tol, max_iter=max_iter,
                                    threshold=threshold, n_threads=n_threads))
+        if held:
+            parts.append(self._held(held, pos, memory.seen / len(memory)))
         out = _stack(parts, self.W.shape[0] - 1, self.bias)
         log.info("few-shot rankers: %d labels fitted against %d remembered rows, %d in the stage", len(fit),
                  len(memory), len(out))
@@ -227,6 +234,17 @@ class FewShotRankers:
             tails[t], ranks[t] = negative_sketch(negative)
         owners = np.repeat(ids, sizes)
         return FewShotRankers(ids, W[:, col0], loo, tails, ranks, P, owners, np.full(len(labels), omega), self.bias)
+
+    def _held(self, labels: list[int], pos: dict, omega: float) -> "FewShotRankers":
+        """Labels with fewer than :data:`MIN_DOCS` documents so far: their documents kept, no ranker (zero weights,
+        no leave-one-out value, so ``p = 0``: never suggested by the stage), until a learn brings the next one."""
+        ids = np.asarray(labels, dtype=np.int64)
+        m, d = ids.size, self.W.shape[0] - 1
+        P = sp.vstack([pos[j] for j in labels], format="csr")
+        owners = np.repeat(ids, [pos[j].shape[0] for j in labels])
+        return FewShotRankers(ids, sp.csc_matrix((d + 1, m), dtype=np.float32), np.full((m, FEW), -np.inf),
+                              np.full((m, TAIL), -np.inf), np.full((m, RANKS.size), -np.inf), P, owners,
+                              np.full(m, omega), self.bias)
 
     def _subset(self, keep: np.ndarray) -> "FewShotRankers":
         ids = self.label_ids[keep]
