@@ -21,7 +21,8 @@ Here text becomes integers as early as possible:
    runs, tf -> 1 + ln(tf) (sublinear), times idf, row norm.
 
 Steps 1, 2 and 4 are C kernels (``xmtc/csrc/text.c``) behind :mod:`xmtc.features.tfidf_kernels`; this module
-holds the estimator: the vocabulary (step 3), its saved format and sklearn's parameter semantics.
+holds the estimator: the vocabulary (step 3) and sklearn's parameter semantics. Its saved format is
+:mod:`xmtc.features.tfidf_arrays`.
 
 The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings
 (:mod:`xmtc.features.ngram_trie`): the unigrams a kept feature needs, and per order n a sorted int64 array of keys
@@ -54,11 +55,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import ConfigError, ModelFormatError, NotFittedError
+from ..errors import ConfigError, NotFittedError
 from .analyzers import Analyzer, check_stop_words, parse_analyzer, stop_word_list
 from .ngram_trie import Trie, alphabetical_order, appended, lacking, node_map, node_texts, pruned
-from .rare_ngrams import counted_on, feature_hashes, left_out, record_arrays, record_from_arrays, trie_hashes
-from .tfidf_arrays import vocabulary_from_arrays
+from .rare_ngrams import counted_on, feature_hashes, left_out, trie_hashes
+from .tfidf_arrays import featurizer_arrays, featurizer_from_arrays
 from .tfidf_kernels import (as_text_list, build_rows, doc_and_term_freq, ngram_fit, ngram_lookup,
                             tokenize_regex, tokenize_scanner)
 
@@ -67,12 +68,8 @@ __all__ = ["TfidfFeaturizer"]
 DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 # Spellings of the default pattern the byte scanner implements (str patterns are Unicode in Python 3).
 _SCANNER_PATTERNS = frozenset({DEFAULT_TOKEN_PATTERN, r"\b\w\w+\b", r"(?u)\b\w{2,}\b", r"\b\w{2,}\b"})
-_FORMAT = "xmtc.tfidf"
-_FORMAT_VERSION = 1
 _PARAM_NAMES = ("ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "lowercase", "norm",
                 "smooth_idf", "token_pattern", "analyzer", "stop_words")
-# Saved before analyzers existed: a file without these keys means no analysis.
-_LEGACY_DEFAULTS = {"analyzer": "simple", "stop_words": None}
 _NORM_CODES = {None: 0, "l1": 1, "l2": 2}
 # Below this many characters per call the regex tokeniser beats the scanner's fixed costs.
 _SMALL_INPUT_CHARS = 4096
@@ -442,66 +439,15 @@ class TfidfFeaturizer:
         f = (self._uni_feature if len(parts) == 1 else self._ngram_feature[len(parts) - 2])[node]
         return int(f) if f >= 0 else None
 
-    # ---- serialisation --------------------------------------------------------------------------
+    # ---- serialisation (the saved format: :mod:`xmtc.features.tfidf_arrays`) ----------------------------
 
     def to_arrays(self) -> tuple[dict, dict[str, np.ndarray]]:
         """(JSON-able params, numeric arrays); the vocabulary is a trie of int64 keys over a UTF-8 blob."""
         self._check_fitted()
-        encoded = [s.encode("utf-8", "surrogatepass") for s in self._uni_strings]
-        offsets = np.zeros(len(encoded) + 1, np.int64)
-        np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
-        params = self.get_params()
-        params["ngram_range"] = [int(v) for v in self.ngram_range]
-        params["analyzer"] = str(parse_analyzer(self.analyzer))
-        params["stop_words"] = self._stop_list
-        params.update(format=_FORMAT, format_version=_FORMAT_VERSION, n_features=int(self.n_features_))
-        arrays = {
-            "idf": np.ascontiguousarray(self.idf_, dtype=np.float32),
-            "unigram_blob": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
-            "unigram_offsets": offsets,
-            "unigram_feature": self._uni_feature.astype(np.int64),
-        }
-        for n, (k, f) in enumerate(zip(self._ngram_keys, self._ngram_feature), start=2):
-            arrays[f"ngram{n}_keys"] = k.astype(np.int64)
-            arrays[f"ngram{n}_feature"] = f.astype(np.int64)
-        arrays.update(record_arrays(self._rare, self.n_docs_))  # the n-grams too rare to keep (``extended``)
-        return params, arrays
+        return featurizer_arrays(self.get_params(), self._stop_list, self.idf_, self._trie(), self._rare,
+                                 self.n_docs_)
 
     @classmethod
     def from_arrays(cls, params: dict, arrays: dict) -> "TfidfFeaturizer":
         """Rebuild from :meth:`to_arrays` output; any inconsistency raises ModelFormatError."""
-        if not isinstance(params, dict):
-            raise ModelFormatError("TF-IDF params must be a JSON object")
-        params = dict(params)
-        fmt, version, n_features = params.pop("format", None), params.pop("format_version", None), \
-            params.pop("n_features", None)
-        if fmt != _FORMAT or version != _FORMAT_VERSION:
-            raise ModelFormatError(f"not a TF-IDF featurizer of format {_FORMAT} v{_FORMAT_VERSION} "
-                                   f"(found {fmt!r} v{version!r})")
-        params = {**_LEGACY_DEFAULTS, **params}
-        unknown = set(params) - set(_PARAM_NAMES)
-        missing = set(_PARAM_NAMES) - set(params)
-        if unknown or missing:
-            raise ModelFormatError(f"TF-IDF params: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
-        if isinstance(params["ngram_range"], list):
-            params["ngram_range"] = tuple(params["ngram_range"])
-        self = cls(**params)
-        try:
-            min_n, max_n, pattern = self._checked_params()
-        except ConfigError as exc:
-            raise ModelFormatError(f"TF-IDF params: {exc}") from None
-        if isinstance(self.stop_words, str):
-            raise ModelFormatError("TF-IDF params: 'stop_words' must be saved as a list of words or null")
-        analyzer = self._make_analyzer()  # a missing analyzer library is a ConfigError saying what to install
-        if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
-            raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
-
-        rare, n_docs, arrays = record_from_arrays(arrays)
-        idf, strings, fmaps, keys_list = vocabulary_from_arrays(arrays, n_features, min_n, max_n)
-        if rare is not None:
-            self._rare, self.n_docs_ = rare, n_docs
-        self.idf_ = idf
-        self.n_features_ = n_features
-        self._set_trie(Trie(strings, fmaps[0], keys_list, fmaps[1:]))
-        self._ready(min_n, max_n, pattern, analyzer)
-        return self
+        return featurizer_from_arrays(cls, _PARAM_NAMES, params, arrays)

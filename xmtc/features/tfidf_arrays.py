@@ -1,13 +1,91 @@
-"""The saved vocabulary of a TF-IDF featurizer, checked before use: the arrays of
-:meth:`~xmtc.features.tfidf.TfidfFeaturizer.to_arrays` (idf, the unigrams as one UTF-8 blob with offsets, and
-per n-gram order the trie keys and feature ids), where any inconsistency is a ModelFormatError naming the
-array, so a crafted or damaged model cannot index out of range at prediction time."""
+"""The saved format of a TF-IDF featurizer (:meth:`~xmtc.features.tfidf.TfidfFeaturizer.to_arrays` /
+``from_arrays``): JSON-able params (the hyperparameters, the format and its version, ``n_features``) and numeric
+arrays (idf, the unigrams as one UTF-8 blob with offsets, per n-gram order the trie keys and feature ids, and the
+record of the n-grams too rare to keep, :mod:`xmtc.features.rare_ngrams`). Everything is checked before use: any
+inconsistency is a ModelFormatError naming the param or array, so a crafted or damaged model cannot index out of
+range at prediction time."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from ..errors import ConfigError, ModelFormatError
+from .analyzers import parse_analyzer
+from .ngram_trie import Trie
+from .rare_ngrams import record_arrays, record_from_arrays
+
+__all__ = ["featurizer_arrays", "featurizer_from_arrays", "vocabulary_from_arrays"]
+
+_FORMAT = "xmtc.tfidf"
+_FORMAT_VERSION = 1
+# Saved before analyzers existed: a file without these keys means no analysis.
+_LEGACY_DEFAULTS = {"analyzer": "simple", "stop_words": None}
+
+
+def featurizer_arrays(params: dict, stop_list: list[str] | None, idf: np.ndarray, trie: Trie,
+                      rare: tuple | None, n_docs: int | None) -> tuple[dict, dict[str, np.ndarray]]:
+    """The saved form of a fitted featurizer: its ``get_params()`` (the stop words as the list ``stop_list``),
+    its ``idf``, vocabulary ``trie`` and record of rare n-grams (``rare``, counted on ``n_docs`` texts)."""
+    strings, uni_feature, ngram_keys, ngram_feature = trie
+    encoded = [s.encode("utf-8", "surrogatepass") for s in strings]
+    offsets = np.zeros(len(encoded) + 1, np.int64)
+    np.cumsum(np.fromiter(map(len, encoded), np.int64, len(encoded)), out=offsets[1:])
+    params = dict(params)
+    params["ngram_range"] = [int(v) for v in params["ngram_range"]]
+    params["analyzer"] = str(parse_analyzer(params["analyzer"]))
+    params["stop_words"] = stop_list
+    params.update(format=_FORMAT, format_version=_FORMAT_VERSION, n_features=int(len(idf)))
+    arrays = {
+        "idf": np.ascontiguousarray(idf, dtype=np.float32),
+        "unigram_blob": np.frombuffer(b"".join(encoded), dtype=np.uint8).copy(),
+        "unigram_offsets": offsets,
+        "unigram_feature": uni_feature.astype(np.int64),
+    }
+    for n, (k, f) in enumerate(zip(ngram_keys, ngram_feature), start=2):
+        arrays[f"ngram{n}_keys"] = k.astype(np.int64)
+        arrays[f"ngram{n}_feature"] = f.astype(np.int64)
+    arrays.update(record_arrays(rare, n_docs))  # the n-grams too rare to keep (``extended``)
+    return params, arrays
+
+
+def featurizer_from_arrays(cls, param_names: tuple[str, ...], params: dict, arrays: dict):
+    """A featurizer of class ``cls`` (hyperparameters ``param_names``) rebuilt from :func:`featurizer_arrays`
+    output; any inconsistency raises ModelFormatError."""
+    if not isinstance(params, dict):
+        raise ModelFormatError("TF-IDF params must be a JSON object")
+    params = dict(params)
+    fmt, version, n_features = params.pop("format", None), params.pop("format_version", None), \
+        params.pop("n_features", None)
+    if fmt != _FORMAT or version != _FORMAT_VERSION:
+        raise ModelFormatError(f"not a TF-IDF featurizer of format {_FORMAT} v{_FORMAT_VERSION} "
+                               f"(found {fmt!r} v{version!r})")
+    params = {**_LEGACY_DEFAULTS, **params}
+    unknown = set(params) - set(param_names)
+    missing = set(param_names) - set(params)
+    if unknown or missing:
+        raise ModelFormatError(f"TF-IDF params: unknown keys {sorted(unknown)}, missing keys {sorted(missing)}")
+    if isinstance(params["ngram_range"], list):
+        params["ngram_range"] = tuple(params["ngram_range"])
+    self = cls(**params)
+    try:
+        min_n, max_n, pattern = self._checked_params()
+    except ConfigError as exc:
+        raise ModelFormatError(f"TF-IDF params: {exc}") from None
+    if isinstance(self.stop_words, str):
+        raise ModelFormatError("TF-IDF params: 'stop_words' must be saved as a list of words or null")
+    analyzer = self._make_analyzer()  # a missing analyzer library is a ConfigError saying what to install
+    if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
+        raise ModelFormatError(f"TF-IDF params: n_features must be a positive int, got {n_features!r}")
+
+    rare, n_docs, arrays = record_from_arrays(arrays)
+    idf, strings, fmaps, keys_list = vocabulary_from_arrays(arrays, n_features, min_n, max_n)
+    if rare is not None:
+        self._rare, self.n_docs_ = rare, n_docs
+    self.idf_ = idf
+    self.n_features_ = n_features
+    self._set_trie(Trie(strings, fmaps[0], keys_list, fmaps[1:]))
+    self._ready(min_n, max_n, pattern, analyzer)
+    return self
 
 
 def vocabulary_from_arrays(arrays: dict, n_features: int, min_n: int, max_n: int
