@@ -57,9 +57,11 @@ def machine_line(machine: dict, threads: int) -> str:
 
 
 def child_env(threads: int, with_repo: bool) -> dict:
+    """The child's environment: the thread variables of the libraries that read one (OpenMP, BLAS, rayon) set to
+    ``threads``. xmtc's own kernels (C: solver, beam search, k-means, TF-IDF rows) read none; they take the model's
+    ``n_threads``, which the runners set to ``--threads``."""
     env = dict(os.environ)
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS",
-                "RAYON_NUM_THREADS"):
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "RAYON_NUM_THREADS"):
         env[var] = str(threads)
     env["PYTHONHASHSEED"] = "0"
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -218,8 +220,8 @@ def prepare_features(args, out: Path) -> tuple[Path, dict]:
     t0 = time.perf_counter()
     ds = _data.load_dataset(args.data_root, args.dataset, max_train=max_train, max_test=max_test, seed=args.seed)
     load_s = time.perf_counter() - t0
-    race = _data.featurizer_race(ds) if args.featurizer_race and ds.train_texts is not None else None
-    name, feat_s = _data.featurize(ds, args.featurizer)
+    race = _data.featurizer_race(ds, args.threads) if args.featurizer_race and ds.train_texts is not None else None
+    name, feat_s = _data.featurize(ds, args.featurizer, args.threads)
     _data.save_work(ds, work)
     n_train_labels = ds.Y_train.shape[1]
     meta = {"dataset": args.dataset, "data_root": str(Path(args.data_root).resolve()),

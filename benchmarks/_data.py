@@ -112,11 +112,12 @@ def load_dataset(root: str | os.PathLike, name: str, *, max_train: int | None = 
     raise FileNotFoundError(f"{folder}: neither train.txt.gz nor train_xc.txt.gz found")
 
 
-def featurize(ds: Dataset, which: str = "xmtc") -> tuple[str, float]:
+def featurize(ds: Dataset, which: str = "xmtc", threads: int | None = None) -> tuple[str, float]:
     """Fill ds.X_train/X_test with TF-IDF (1-2 grams, min_df 2, sublinear tf); return (name, seconds).
 
     ``which``: "xmtc" (xmtc.features.tfidf) or "sklearn" (scikit-learn's TfidfVectorizer, same settings,
-    to check that no library owes its result to xmtc's tokenizer).
+    to check that no library owes its result to xmtc's tokenizer). xmtc builds rows on at most ``threads``
+    threads (None: every available CPU).
     """
     if ds.X_train is not None:
         return "dataset bag of words (no TF-IDF)", 0.0
@@ -124,6 +125,7 @@ def featurize(ds: Dataset, which: str = "xmtc") -> tuple[str, float]:
     if which == "xmtc":
         from xmtc.features.tfidf import TfidfFeaturizer
         featurizer = TfidfFeaturizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        featurizer.n_threads = threads
         name = "xmtc TfidfFeaturizer(ngram_range=(1,2), min_df=2, sublinear_tf=True)"
     elif which == "sklearn":
         from sklearn.feature_extraction.text import TfidfVectorizer
@@ -138,17 +140,22 @@ def featurize(ds: Dataset, which: str = "xmtc") -> tuple[str, float]:
     return name, time.perf_counter() - t0
 
 
-def featurizer_race(ds: Dataset) -> dict:
+def featurizer_race(ds: Dataset, threads: int | None = None) -> dict:
     """Seconds to fit + transform the train texts with xmtc's TF-IDF and with scikit-learn's, same settings.
 
     Run one after the other on this interpreter (scikit-learn is single-threaded; xmtc builds rows
-    on every available CPU), each on the raw train texts, output discarded.
+    on at most ``threads`` threads, None: every available CPU), each on the raw train texts, output discarded.
     """
     from sklearn.feature_extraction.text import TfidfVectorizer
     from xmtc.features.tfidf import TfidfFeaturizer
 
+    def xmtc_featurizer():
+        featurizer = TfidfFeaturizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+        featurizer.n_threads = threads
+        return featurizer
+
     out = {}
-    for name, make in (("xmtc", lambda: TfidfFeaturizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)),
+    for name, make in (("xmtc", xmtc_featurizer),
                        ("sklearn", lambda: TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True,
                                                            dtype=np.float32))):
         t0 = time.perf_counter()

@@ -53,11 +53,15 @@ class TfidfParams:
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
 
-    def make_featurizer(self) -> TfidfFeaturizer:
+    def make_featurizer(self, n_threads: int | None = None) -> TfidfFeaturizer:
+        """The featurizer these settings describe, building rows on at most ``n_threads`` threads (the model's
+        ``n_threads``; None or 0: every available CPU)."""
         from .analyzers import resolve
         from .tfidf import TfidfFeaturizer
 
         analyzer, stop_words = resolve(self.analyzer, self.language, self.stop_words)
-        return TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
-                               max_features=self.max_features, sublinear_tf=self.sublinear_tf,
-                               analyzer=analyzer, stop_words=stop_words)
+        featurizer = TfidfFeaturizer(ngram_range=(1, self.ngram_max), min_df=self.min_df, max_df=self.max_df,
+                                     max_features=self.max_features, sublinear_tf=self.sublinear_tf,
+                                     analyzer=analyzer, stop_words=stop_words)
+        featurizer.n_threads = n_threads
+        return featurizer

@@ -97,6 +97,9 @@ class TfidfFeaturizer:
     n_docs_: int | None = None
     #: a fit keeps the n-grams it saw too rarely, for ``extended`` (set by the models that learn: XR-Linear)
     remember_rare: bool = False
+    #: the most threads the row builder uses, as a model's ``n_threads`` (None or 0: every available CPU); set by
+    #: the model that fits the featurizer (:meth:`~xmtc.features.params.TfidfParams.make_featurizer`), not saved
+    n_threads: int | None = None
 
     def __init__(self, ngram_range=(1, 2), min_df=2, max_df=1.0, max_features=None, sublinear_tf=True,
                  lowercase=True, norm="l2", smooth_idf=True, token_pattern=DEFAULT_TOKEN_PATTERN, analyzer="simple",
@@ -290,7 +293,7 @@ class TfidfFeaturizer:
 
     def _rows(self, featpos: np.ndarray, doc_ptr: np.ndarray) -> sp.csr_matrix:
         _, _, _, _, sublinear, norm = self._frozen
-        return build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_)
+        return build_rows(featpos, doc_ptr, self.idf_, sublinear, norm, self.n_features_, self.n_threads)
 
     # ---- growing --------------------------------------------------------------------------------
 
@@ -320,6 +323,7 @@ class TfidfFeaturizer:
         if not texts:
             return self, 0
         fresh = TfidfFeaturizer(**{**self.get_params(), "max_features": None, "min_df": 1, "max_df": 1.0})
+        fresh.n_threads = self.n_threads
         try:
             X_fresh = fresh.fit_transform(texts)
         except ConfigError:  # no text holds a token
@@ -338,6 +342,7 @@ class TfidfFeaturizer:
             new_id = np.full(fresh.n_features_ + 1, -1, dtype=np.int64)  # fresh feature -> grown id (-1 sentinel)
             new_id[cand[kept]] = self.n_features_ + np.arange(kept.size)
             grown = TfidfFeaturizer(**self.get_params())
+            grown.n_threads = self.n_threads
             grown.idf_ = np.concatenate([self.idf_, self._idf(new_df, n_docs)])
             grown.n_features_ = int(self.n_features_ + kept.size)
             grown._set_trie(appended(old, new, maps, new_id))
@@ -348,6 +353,7 @@ class TfidfFeaturizer:
     def _copy_vocabulary(self) -> "TfidfFeaturizer":
         """A copy sharing this one's (never modified) vocabulary arrays."""
         other = TfidfFeaturizer(**self.get_params())
+        other.n_threads = self.n_threads
         other.idf_, other.n_features_ = self.idf_, self.n_features_
         other._set_trie(self._trie())
         other._ready(self._frozen[0], self._frozen[1], self._frozen[2], self._analyzer)

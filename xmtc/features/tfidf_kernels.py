@@ -19,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError, DataFormatError
-from ..native import available_threads, check, lib, ptr
+from ..native import check, lib, ptr, resolve_threads
 
 
 _ISWORD: np.ndarray | None = None
@@ -102,14 +102,16 @@ def doc_and_term_freq(ids, doc_ptr, n_terms: int) -> tuple[np.ndarray, np.ndarra
 
 
 def build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, sublinear: bool, norm: int,
-               n_features: int) -> sp.csr_matrix:
+               n_features: int, n_threads: int | None = None) -> sp.csr_matrix:
     """CSR rows from per-token feature ids (one row of ``featpos`` per n-gram order, -1 = none).
 
     Per text: its feature ids sorted and counted (float32), each weighted as ``1 + log(count)`` (log of the
     float32 count in float32) or the count, times the idf, in float64; stored as float32 and divided by the
     float64 l1 / l2 norm of the unrounded weights. Rows are filled at an upper bound of their length (their
     valid entries) so that chunks of texts fill them in parallel, then moved together where texts repeat
-    an n-gram (sizing rows exactly first would cost a second sort of every row).
+    an n-gram (sizing rows exactly first would cost a second sort of every row). ``n_threads``: at most this many
+    threads, resolved as everywhere in xmtc (:func:`xmtc.native.resolve_threads`: None or 0 = every available CPU);
+    a batch of fewer than 20,000 entries gets one.
     """
     featpos = np.ascontiguousarray(featpos, dtype=np.int32)
     doc_ptr = _i64(doc_ptr)
@@ -125,7 +127,7 @@ def build_rows(featpos: np.ndarray, doc_ptr: np.ndarray, idf: np.ndarray, sublin
     indices_ub = np.empty(ub, idx_dtype)
     data_ub = np.empty(ub, np.float32)
     nnz = np.empty(n_docs, np.int64)
-    n_threads = 1 if ub < 20000 else available_threads()  # below that, starting threads costs more than the work
+    n_threads = 1 if ub < 20000 else resolve_threads(n_threads)  # below that, starting threads costs more than the work
     check(kernels.xmtc_rows_fill(ptr(featpos, np.int32), L, T, ptr(doc_ptr, np.int64), n_docs,
                                  ptr(ub_ptr, np.int64), ptr(idf, np.float64), int(bool(sublinear)), int(norm),
                                  n_threads, 8 * n_threads, idx64, ptr(indices_ub, idx_dtype),

@@ -238,7 +238,7 @@ class EndToEndModel(XMCModel):
                                     cfg.max_length), cfg.ranker_topk, batch_size=cfg.encode_batch_size,
                                     device=self.device_, precision=cfg.precision, progress=progress,
                                     with_representations=True)
-        self.reranker_ = SparseReranker(cfg.tfidf().make_featurizer(), cfg.embedding_weight).fit(
+        self.reranker_ = SparseReranker(cfg.tfidf().make_featurizer(cfg.n_threads), cfg.embedding_weight).fit(
             train_texts, Y[train_rows], ids, sc, rep, C_pos=cfg.C_pos, C_neg=cfg.C_neg, threshold=cfg.threshold,
             n_threads=resolve_threads(cfg.n_threads))
         self.reranker_.seconds = time.perf_counter() - t0  # the training texts' top-k pass included

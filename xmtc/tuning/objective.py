@@ -137,7 +137,7 @@ class TrialRunner:
         if key in self._features:
             self._features.move_to_end(key)
             return self._features[key]
-        featurizer = tfidf.make_featurizer()
+        featurizer = tfidf.make_featurizer(getattr(cfg, "n_threads", None))
         pair = (featurizer.fit_transform(self.train.texts), featurizer.transform(self.valid.texts))
         self.featurizations += 1
         self._features[key] = pair

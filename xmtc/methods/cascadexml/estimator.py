@@ -99,7 +99,7 @@ class CascadeXML(EndToEndModel):
         from ...index.pifa import pifa
         from .network import CascadeNetwork, parse_floats, parse_layers, parse_topk, reference_dropouts
 
-        X = cfg.tfidf().make_featurizer().fit_transform(texts)
+        X = cfg.tfidf().make_featurizer(cfg.n_threads).fit_transform(texts)
         tree = build_label_tree(pifa(X, Y), branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,
                                 seed=cfg.seed, n_threads=n_threads)
         if tree.depth < 1:

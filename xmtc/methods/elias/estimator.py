@@ -140,7 +140,7 @@ class ELIAS(EndToEndModel):
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
         from .network import ELIASNetwork, tree_adjacency
 
-        X = cfg.tfidf().make_featurizer().fit_transform(texts)
+        X = cfg.tfidf().make_featurizer(cfg.n_threads).fit_transform(texts)
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
         n_clusters = int(clusters.max()) + 1
         return ELIASNetwork(encoder.config.hidden_size, Y.shape[1], tree_adjacency(clusters, n_clusters), stage=1,

@@ -64,7 +64,7 @@ class LabelTextParams(EmbedderParams):
                              " none (for word-like label ids, e.g. tags), documents = its training texts joined"
                              " (a nearest-centroid classifier, for labels known only by their documents).",
                              choices=LABEL_TEXTS)
-    n_threads: int = param(0, "Threads for the vector index (0 = all cores).", minimum=0)
+    n_threads: int = param(0, "Threads for the TF-IDF rows or the vector index (0 = all cores).", minimum=0)
 
 
 @dataclass
@@ -170,7 +170,7 @@ class LabelText(XMCModel):
         label_texts = resolve_label_texts(vocab, cfg.label_texts, self.method, texts, Y)
         self.featurizer_ = self.embedder_ = self.index_ = self.label_matrix_ = None
         if cfg.scorer == "tfidf":
-            self.featurizer_ = cfg.make_featurizer()
+            self.featurizer_ = cfg.make_featurizer(cfg.n_threads)
             self.featurizer_.fit(label_texts + texts)
             self.label_matrix_ = sp.csr_matrix(self.featurizer_.transform(label_texts).T, dtype=np.float32)
         else:

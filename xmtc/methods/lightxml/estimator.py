@@ -73,7 +73,7 @@ class LightXML(EndToEndModel):
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
         from .network import LightXMLNetwork
 
-        X = cfg.tfidf().make_featurizer().fit_transform(texts)
+        X = cfg.tfidf().make_featurizer(cfg.n_threads).fit_transform(texts)
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
         return LightXMLNetwork(clusters, encoder.config.hidden_size, n_layers=min(cfg.n_layers,
                                encoder.config.num_hidden_layers), hidden_dim=cfg.hidden_dim, dropout=cfg.dropout,

@@ -269,7 +269,7 @@ class XRLinear(XMCModel):
             self.featurizer_ = None
             return _given_rows(_check_features(X, None), cfg)
         t0 = time.perf_counter()
-        self.featurizer_ = cfg.tfidf().make_featurizer()
+        self.featurizer_ = cfg.tfidf().make_featurizer(cfg.n_threads)
         self.featurizer_.remember_rare = self.can_learn  # a learn counts on the n-grams too rare to keep
         X_feat = self.featurizer_.fit_transform(X)
         log.info("TF-IDF: %d documents -> %d features in %.1fs", len(X), X_feat.shape[1],

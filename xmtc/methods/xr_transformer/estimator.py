@@ -194,7 +194,7 @@ class _TransformerModel(XRLinear):
         Y, vocab = as_label_matrix(Y, labels, len(texts))
         t0 = time.perf_counter()
         ctx, device, n_threads = start_training(cfg.seed, cfg.device, cfg.n_threads)
-        self.featurizer_ = cfg.tfidf().make_featurizer()
+        self.featurizer_ = cfg.tfidf().make_featurizer(cfg.n_threads)
         X_tfidf = self.featurizer_.fit_transform(texts)
         tokenizer, encoder = load_encoder(cfg.encoder, device)
         tokenized = Tokenized(tokenizer, texts, cfg.max_length)
