@@ -283,7 +283,7 @@ def run_xmtc(work: Path, variants: dict[str, list[str]], test_texts: list[str], 
         res["ensemble"] = {"system": f"xmtc ensemble ({' + '.join(models)})",
                            "train_s": round(sum(res[n]["train_s"] for n in models), 2)}
     for name, model in todo:
-        model.predict_topk(test_texts[:50], 10, progress=False)  # warm-up (JIT caches, lazy loads)
+        model.predict_topk(test_texts[:50], 10, progress=False)  # warm-up (lazy loads: kernels, word table, analyzers)
         la = loadavg()
         t0 = time.perf_counter()
         idx, _scores = model.predict_topk(test_texts, 10, progress=False)
