@@ -371,3 +371,20 @@ def test_a_damaged_rare_ngram_record_is_refused():
                    {**arrays, "rare_df": np.zeros_like(arrays["rare_df"])}):
         with pytest.raises(ModelFormatError):
             TfidfFeaturizer.from_arrays(params, broken)
+
+
+def test_the_row_kernel_reads_the_idf_widened_once_and_again_when_it_changes():
+    import copy
+
+    f = TfidfFeaturizer().fit(["the railways of finland", "railways and trains", "trains of the north"])
+    f.idf_ = f.idf_.astype(np.float32)  # as a saved model holds it
+    wide = f._idf64()
+    assert wide.dtype == np.float64 and f._idf64() is wide
+    np.testing.assert_array_equal(wide, f.idf_.astype(np.float64))
+    before = f.transform(["railways of the north"]).toarray()
+    f.idf_ = (f.idf_ * np.linspace(1.0, 3.0, f.idf_.size)).astype(np.float32)  # a new idf, not a rescaling
+    fresh = copy.copy(f)
+    fresh.__dict__.pop("_idf_wide")
+    got = f.transform(["railways of the north"]).toarray()
+    np.testing.assert_array_equal(got, fresh.transform(["railways of the north"]).toarray())
+    assert np.abs(got - before).max() > 1e-3  # a stale widened idf would have given the rows before
