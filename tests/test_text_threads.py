@@ -76,3 +76,24 @@ def test_a_model_s_n_threads_bounds_the_rows_it_builds(requested):
     assert requested == [3]  # the training texts' rows, on the model's threads
     model.predict(TEXTS[:400], k=2)
     assert requested == [3, 3]
+
+
+def test_a_model_s_n_threads_bounds_its_beam_search(monkeypatch):
+    from xmtc import XRLinear
+    from xmtc.linear import hierarchy
+
+    labels = [[f"l{i % 7}", f"m{i % 3}"] for i in range(len(TEXTS))]
+    model = XRLinear(n_threads=3, min_df=1, n_trees=2).fit(TEXTS[:200], labels[:200], progress=False)
+    seen: list = []
+    real = hierarchy.beam_search
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs.get("n_threads"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(hierarchy, "beam_search", recording)
+    model.predict(TEXTS[:50], k=2)
+    assert seen == [3, 3]  # one search per tree, each on the model's threads
+    model.n_threads = 0
+    model.predict(TEXTS[:5], k=2)
+    assert seen[2:] == [0, 0]  # 0: every available CPU, resolved by the kernel as everywhere

@@ -317,7 +317,9 @@ class XRLinear(XMCModel):
 
     def _predict_features(self, X_feat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Uncalibrated top-k of features from :meth:`transform`."""
-        kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor, label_score=self._label_score())
+        # n_threads bounds prediction as it bounds training (0 / None: every available CPU)
+        kwargs = dict(beam_size=self.beam_size, post_processor=self.post_processor, label_score=self._label_score(),
+                      n_threads=getattr(self, "n_threads", None))
         if len(self.models_) == 1:
             return self.models_[0].predict_topk(X_feat, k, **kwargs)
         from ...models.ensemble import average_topk
