@@ -137,3 +137,22 @@ def test_merged_edits_equal_the_edits_one_after_another(seed, n_edits):
         edits.append((nodes, cols))
         one_by_one = replaced(one_by_one, nodes, cols)
     _same(replaced(level, *merged(edits)), one_by_one)
+
+
+def test_explicit_zeros_in_the_new_columns_are_no_weight_and_a_weight_of_one_is_kept():
+    # the hand case's level; node 0's new column stored with explicit zeros (feature 0, the bias) and a 1.0
+    W = np.array([[1, 2, 0],
+                  [0, 3, 4],
+                  [5, 0, 0],
+                  [0.5, 0, -1]], dtype=np.float32)
+    parent_of = np.array([0, 1, 0])
+    level = BeamLevel.from_weights(sp.csc_matrix(W), parent_of, 2)
+    col = sp.csc_matrix((np.array([0.0, 1.0, 0.0], np.float32), np.array([0, 2, 3]), np.array([0, 3])), shape=(4, 1))
+    assert col.nnz == 3  # the zeros are stored entries
+    out = replaced(level, [0], col)
+    edited = W.copy()
+    edited[:, 0] = [0, 0, 1, 0]
+    _same(out, BeamLevel.from_weights(sp.csc_matrix(edited), parent_of, 2))
+    # by hand: feature 0 keeps node 1's 2.0 only; feature 1 as before (node 2 under parent 0 first, then node 1);
+    # feature 2 now holds node 0 (offset 0) at 1.0 instead of 5.0; no bias for node 0
+    assert out.ent["val"].tolist() == [2.0, 4.0, 3.0, 1.0] and out.bias_w.tolist() == [0.0, 0.0, -1.0]

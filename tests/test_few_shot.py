@@ -132,6 +132,59 @@ def test_one_document_is_held_without_a_ranker_and_more_than_few_keep_a_label_ou
     assert not stage.topk(sp.vstack([P, X]), 3)[1].any()
 
 
+def test_a_held_labels_arrays_are_those_of_a_label_with_no_leave_one_out_value_and_no_negatives():
+    """The held label's record by definition: no weights, leave-one-out values and negative sketch all padding
+    (``negative_sketch`` of no values), and the omega of the memory it was learned against, ``seen / remembered``,
+    as the label fitted beside it in the same learn has."""
+    X, Y, P = _toy(3)
+    mem = TrainingMemory(X, Y, seen=3 * X.shape[0], capacity=X.shape[0], seed=0)  # omega = 3
+    # label 4: one document (held); label 5: two (fitted)
+    Y_new = sp.csr_matrix((np.ones(3, np.float32), [4, 5, 5], np.arange(4)), shape=(3, 6))
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P, Y_new, np.array([4, 5]), mem, **SOLVER)
+    assert stage.label_ids.tolist() == [4, 5] and stage.W.shape == (X.shape[1] + 1, 2)
+    assert stage.W[:, 0].nnz == 0 and stage.W[:, 1].nnz > 0
+    tail, ranks = fs.negative_sketch(np.zeros(0, np.float32))
+    np.testing.assert_array_equal(stage.neg_tail[0], tail)
+    np.testing.assert_array_equal(stage.neg_ranks[0], ranks)
+    assert np.isneginf(stage.loo[0]).all() and np.isfinite(stage.loo[1, :2]).all()
+    assert stage.omega.tolist() == [3.0, 3.0] == [mem.seen / len(mem)] * 2
+    assert sorted(stage.pos_owner.tolist()) == [4, 5, 5]
+    assert (stage.pos_X[stage.pos_owner == 4] != P[:1]).nnz == 0 and (stage.pos_X[stage.pos_owner == 5] != P[1:]).nnz == 0
+
+
+def test_a_label_with_few_documents_joins_the_stage_one_more_stays_out_and_an_empty_stage_keeps_its_width():
+    """Module doc: :data:`MIN_DOCS` to :data:`FEW` documents (both ends included) join the stage; FEW + 1 do not,
+    and a stage left with no label is the empty stage over the model's ``d`` features (it saves and loads)."""
+    X, Y, P = _toy(4)
+    d = X.shape[1]
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    rows = sp.vstack([P, P[:2], P, P[:2], P[:1]], format="csr")  # label 4: rows 0-4 (FEW); label 5: rows 5-10
+    Y_new = sp.csr_matrix((np.ones(11, np.float32), np.r_[np.full(FEW, 4), np.full(FEW + 1, 5)], np.arange(12)),
+                          shape=(11, 6))
+    stage = FewShotRankers.empty(d, 1.0).updated(rows, Y_new, np.array([4, 5]), mem, **SOLVER)
+    assert stage.label_ids.tolist() == [4] and np.isfinite(stage.loo[0]).all()  # all FEW leave-one-out values
+    only5 = sp.csr_matrix(Y_new[FEW:])
+    empty = FewShotRankers.empty(d, 1.0).updated(rows[FEW:], only5, np.array([5]), mem, **SOLVER)
+    assert len(empty) == 0 and empty.W.shape == (d + 1, 0) and empty.pos_X.shape == (0, d)
+    params, arrays = empty.to_arrays()
+    assert len(FewShotRankers.from_arrays(params, arrays, d, 6, "test")) == 0
+
+
+def test_a_fresh_label_without_a_document_in_the_learn_is_not_held_and_no_memory_leaves_the_stage():
+    """Only the fresh labels the new rows carry are touched (a fresh label known by its text alone is not held
+    with no document); without remembered rows -- none, or an empty memory -- the stage stays as it is."""
+    X, Y, P = _toy(5)
+    mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)
+    Y_new = sp.csr_matrix((np.ones(2, np.float32), [4, 4], [0, 1, 2]), shape=(2, 6))  # label 5: no document
+    stage = FewShotRankers.empty(X.shape[1], 1.0).updated(P[:2], Y_new, np.array([4, 5]), mem, **SOLVER)
+    assert stage.label_ids.tolist() == [4] and sorted(stage.pos_owner.tolist()) == [4, 4]
+    nothing = TrainingMemory(X[:0], Y[:0], seen=0, capacity=10, seed=0)
+    for memory in (None, nothing):
+        same = stage.updated(P[2:], sp.csr_matrix(Y_new[:1]), np.array([5]), memory, **SOLVER)
+        assert same.label_ids.tolist() == [4] and same.pos_X.shape[0] == 2
+        np.testing.assert_array_equal(same.W.toarray(), stage.W.toarray())
+
+
 def test_a_held_label_is_fitted_on_all_its_documents_when_the_second_arrives():
     X, Y, P = _toy(7)
     mem = TrainingMemory(X, Y, seen=X.shape[0], capacity=X.shape[0], seed=0)

@@ -1186,3 +1186,87 @@ def test_pin_kernels_sum_in_the_sorted_column_order_and_take_stored_zeros_but_no
         inverted(sp.csr_matrix(np.array([[1.0, -0.5]], np.float32)))
     with pytest.raises(ValueError, match="non-negative"):
         top_rows(sp.csr_matrix(np.array([[1.0, -0.5, 0.0]], np.float32)), inverted(M), 1, 1)
+
+
+# -- learn's in-place edit of the beam layout (637b4d8): the edits update builds -----------------------------------
+def test_pin_update_zeroed_empties_exactly_the_flagged_columns():
+    """``_zeroed``: ``W`` with the flagged columns emptied (fresh labels start cold), by its definition on the
+    dense matrix; no stored zeros left, and nothing flagged leaves ``W`` as it is."""
+    from xmtc.linear.update import _zeroed
+
+    W = sp.csc_matrix(np.random.default_rng(0).normal(size=(5, 4)).astype(np.float32))
+    flags = np.array([False, True, False, True])
+    want = W.toarray()
+    want[:, flags] = 0.0
+    out = _zeroed(W, flags)
+    np.testing.assert_array_equal(out.toarray(), want)
+    assert out.nnz == np.count_nonzero(want) == 10 and out.dtype == np.float32
+    np.testing.assert_array_equal(_zeroed(W, np.zeros(4, bool)).toarray(), W.toarray())
+
+
+def test_pin_update_never_is_a_bias_only_column_of_decision_value_never_at_any_bias():
+    """``_never``: the nodes given, each with no feature weight and a bias weight whose decision value,
+    ``bias * w_d``, is :data:`NEVER` -- whatever the bias (0.5, 3; 1 hides a multiplied or dropped bias);
+    without a bias feature nothing at all."""
+    from xmtc.linear.update import NEVER, _never
+
+    for bias in (0.5, 1.0, 3.0):
+        nodes, cols = _never(np.array([7, 2]), 6, bias)
+        assert nodes.tolist() == [7, 2] and cols.shape == (7, 2)
+        dense = cols.toarray()
+        assert not dense[:6].any()
+        np.testing.assert_allclose(bias * dense[6], [NEVER, NEVER], rtol=1e-6)
+    nodes, cols = _never(np.array([1]), 3, 0.0)
+    assert cols.shape == (4, 1) and not cols.toarray().any()
+
+
+def test_pin_update_matcher_aware_negatives_follow_the_beam_of_the_updated_levels(xr_small):
+    """``negatives="tfn+man"``: level ``t``'s refit set is ``changed_nodes`` of the rows its parents' positives or
+    the beam at level ``t - 1`` make active, the beam stepped through the updated levels 0..t-1 (a second
+    walk here, over the levels update returned); the report's counts are those sets (the fresh label last).
+    A narrow beam (2) so that the beam is not every parent."""
+    from xmtc.linear.beam import beam_step, prepare_features, root_beam
+    from xmtc.linear.negatives import active_mask
+    from xmtc.linear.update import changed_nodes, extended_tree, update
+
+    h, solver, X_old, Y_old, X_new, Y_new = _update_inputs(xr_small)
+    L = Y_new.shape[1] - 1
+    new, report = update(h, X_new, Y_new, negatives="tfn+man", beam_size=2, **solver)
+    tree = extended_tree(h, np.array([L]), np.array(report["placement"]))
+    targets = tree.level_targets(Y_new)
+    X = prepare_features(X_new, h.n_features)
+    ids, sc = root_beam(X.shape[0])
+    want, tfn = [], []
+    for t, lv in enumerate(new.levels_):
+        last = t == len(new.levels_) - 1
+        for out, active in ((want, active_mask("tfn+man", t, targets, ids)), (tfn, active_mask("tfn", t, targets))):
+            changed = changed_nodes(lv.parent_of, active, targets[t])
+            out.append(int(np.setdiff1d(changed, [L]).size + 1) if last else int(changed.size))
+        ids, sc = beam_step(X, lv, ids, sc, 2)
+    assert report["refitted"] == want
+    assert sum(want) > sum(tfn)  # the beam reaches parents the positives do not
+
+
+def test_pin_update_the_progress_bar_counts_one_step_per_level(xr_small, monkeypatch):
+    """``progress=True``: one bar over the levels, advanced once per level and closed."""
+    import xmtc.progress
+    from xmtc.linear.update import update
+
+    bars = []
+
+    class Bar:
+        def __init__(self, enabled, total, **kwargs):
+            self.enabled, self.total, self.n, self.closed = enabled, total, 0, False
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(xmtc.progress, "progress_bar", Bar)
+    h, solver, X_old, Y_old, X_new, Y_new = _update_inputs(xr_small)
+    update(h, X_new, Y_new, progress=True, **solver)
+    assert len(bars) == 1 and bars[0].enabled is True
+    assert bars[0].n == bars[0].total == len(h.levels_) and bars[0].closed
