@@ -149,7 +149,7 @@ TARGETS = [
      OPEN_OPS),
     ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
                                "_training_rows", "_refit", "_scaled", "old_curvature", "_fit_fresh", "_never", "_zeroed",
-                               "widened", "widened_rows"],
+                               "widened_rows"],
      ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py",
       "tests/test_vocab_growth_mutants.py", "-k",
       "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
@@ -166,10 +166,11 @@ TARGETS = [
     ("xmtc/features/ngram_trie.py", ["node_map", "lacking", "appended"],
      _VOCAB_TFIDF_TESTS, OPEN_OPS),
     # -- learn's in-place edit of the beam layout (637b4d8): the Python wrappers (the C kernels are not mutated) --
-    ("xmtc/linear/beam_edit.py", ["grown", "_moved", "_places", "_layout_args", "node_columns", "merged", "replaced"],
-     ["tests/test_beam_edit.py", "tests/test_learn.py", "tests/test_learn_memory.py", "-k",
-      "test_beam_edit.py or (test_learn.py and (keep_their_weights or new_label or replay))"
-      " or (test_learn_memory.py and (whole_memory or remove_then_learn))"], OPEN_OPS),
+    ("xmtc/linear/beam_edit.py", ["grown", "_moved", "widened", "_places", "_layout_args", "node_columns", "merged",
+                                  "replaced"],
+     ["tests/test_beam_edit.py", "tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_vocab_growth_mutants.py",
+      "-k", "test_beam_edit.py or (test_learn.py and (keep_their_weights or new_label or replay or widened))"
+      " or (test_learn_memory.py and (whole_memory or remove_then_learn)) or pin_vocab_update"], OPEN_OPS),
     ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._held", "FewShotRankers._fit",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],

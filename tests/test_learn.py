@@ -368,7 +368,8 @@ def test_new_words_are_held_by_the_regulariser_alone_old_ones_by_the_anchor(smal
 
 
 def test_widened_weights_keep_every_weight_and_move_the_bias_row_past_the_new_features():
-    from xmtc.linear.update import widened, widened_rows
+    from xmtc.linear.beam_edit import widened
+    from xmtc.linear.update import widened_rows
 
     rng = np.random.default_rng(0)
     A = sp.random(7, 5, density=0.5, dtype=np.float32, random_state=1).toarray()

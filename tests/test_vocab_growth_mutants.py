@@ -1,6 +1,6 @@
 """Pins for the mutation survivors of learn's growing TF-IDF vocabulary (dd67dc2): ``TfidfFeaturizer.extended``
 (xmtc/features/tfidf.py, its trie growth in xmtc/features/ngram_trie.py) and the rare-n-gram record
-(xmtc/features/rare_ngrams.py), ``widened`` / ``widened_rows`` (xmtc/linear/update.py) and
+(xmtc/features/rare_ngrams.py), ``widened`` (xmtc/linear/beam_edit.py) / ``widened_rows`` (xmtc/linear/update.py) and
 the grown-vocabulary functions of xmtc/models/learning.py (issue 32 item 6; ``scripts/mutate.py`` picks these by
 the ``pin_vocab_<area>`` in their names)."""
 
@@ -78,7 +78,8 @@ def test_pin_vocab_update_rows_and_weights_widen_but_never_narrow():
     import scipy.sparse as sp
 
     from xmtc.errors import ConfigError
-    from xmtc.linear.update import widened, widened_rows
+    from xmtc.linear.beam_edit import widened
+    from xmtc.linear.update import widened_rows
 
     X = sp.csr_matrix(np.array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]], dtype=np.float32))
     assert widened_rows(X, 3) is X

@@ -75,6 +75,14 @@ def _feature_major(indptr, indices, data, d, child_ptr, child_ids):
     return feat, seg, ent
 
 
+def children(parent_of: np.ndarray, n_parents: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(child_ptr, child_ids)``: parent p's children are ``child_ids[child_ptr[p]:child_ptr[p + 1]]``, ascending."""
+    child_ids = np.argsort(parent_of, kind="stable").astype(np.int32)
+    child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
+    np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
+    return child_ptr, child_ids
+
+
 def _to_coo(child_ptr, child_ids, feat, seg, ent):
     rows = np.repeat(np.arange(feat.shape[0] - 1, dtype=np.int32), np.diff(feat[:, 1]))
     parent = np.repeat(seg[:, 0], seg[:, 1])
@@ -123,9 +131,7 @@ class BeamLevel:
         indptr = W.indptr.astype(np.int64, copy=False)
         indices = W.indices.astype(np.int32, copy=False)
         data = W.data.astype(np.float32, copy=False)
-        child_ids = np.argsort(parent_of, kind="stable").astype(np.int32)
-        child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
-        np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
+        child_ptr, child_ids = children(parent_of, n_parents)
         feat, seg, ent = _feature_major(indptr, indices, data, d, child_ptr, child_ids)
         return cls(n_features=d, bias=bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat, seg=seg, ent=ent,
                    bias_w=_bias_row(indptr, indices, data, d))

@@ -22,10 +22,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from .. import native
+from ..errors import ConfigError
 from ..native import ptr
-from .beam import ENTRY, BeamLevel
+from .beam import ENTRY, BeamLevel, children
 
-__all__ = ["grown", "merged", "node_columns", "replaced"]
+__all__ = ["grown", "merged", "node_columns", "replaced", "widened"]
 
 
 def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
@@ -45,9 +46,7 @@ def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: i
     feat = level.feat
     if d > d_old:  # features past the old ones own no segment and no entry: copies of the closing row
         feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
-    child_ids = np.argsort(parent_of, kind="stable").astype(np.int32)
-    child_ptr = np.zeros(n_parents + 1, dtype=np.int64)
-    np.cumsum(np.bincount(parent_of, minlength=n_parents), out=child_ptr[1:])
+    child_ptr, child_ids = children(parent_of, n_parents)
     # a new node's id is above every old one, so it comes after its parent's old children: old offsets hold
     bias_w = np.zeros(parent_of.size, dtype=np.float32)
     bias_w[:K_old] = level.bias_w
@@ -57,12 +56,24 @@ def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: i
 
 def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
     """:func:`grown` through the csc weights, for a tree whose own nodes changed parents."""
-    W = level.to_weights()
-    d_old = level.n_features
-    rows = np.where(W.indices == d_old, d, W.indices).astype(np.int32)
+    W = widened(level.to_weights(), d)
     indptr = np.concatenate([W.indptr, np.full(parent_of.size - W.shape[1], W.indptr[-1], dtype=W.indptr.dtype)])
-    W = sp.csc_matrix((W.data, rows, indptr), shape=(d + 1, parent_of.size))
+    W = sp.csc_matrix((W.data, W.indices, indptr), shape=(d + 1, parent_of.size))
     return BeamLevel.from_weights(W, parent_of, n_parents, bias=level.bias)
+
+
+def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
+    """Weights ``W`` (``d_old + 1`` rows, the last the bias) over ``d >= d_old`` features: rows of zeros for the
+    features past ``d_old`` (a vocabulary grown by a learn, :mod:`xmtc.linear.update`), the bias row moved to
+    ``d``. ``W`` itself when ``d == d_old``."""
+    d_old = W.shape[0] - 1
+    if d == d_old:
+        return W
+    if d < d_old:
+        raise ConfigError(f"cannot narrow weights of {d_old} features to {d}")
+    W = sp.csc_matrix(W, dtype=np.float32)
+    indices = np.where(W.indices == d_old, d, W.indices).astype(W.indices.dtype)
+    return sp.csc_matrix((W.data.copy(), indices, W.indptr.copy()), shape=(d + 1, W.shape[1]))
 
 
 def _places(level: BeamLevel) -> tuple[np.ndarray, np.ndarray]:

@@ -57,7 +57,7 @@ The tree and the feature space stay; what changes:
 
 5. **Features past the model's** (a vocabulary grown by the new documents' words, :mod:`xmtc.models.learning`)
    are appended after its ``d``: every node's weights on them start at 0 (its bias row moves past them,
-   :func:`widened`), the new rows' values on them are learned where a node is refitted, and old rows given
+   :func:`~xmtc.linear.beam_edit.widened`), the new rows' values on them are learned where a node is refitted, and old rows given
    for a refit (replay, memory) have none of them. The placement of new labels (1.) reads the first ``d``.
 
 The tree is not re-clustered; a model that has grown far from its first data is better retrained.
@@ -387,19 +387,6 @@ def _fit_fresh(tree: LabelTree, X_new, Y_new, memory, labels, parent_of, negativ
     if fresh_C is not None:
         kw.update(C_pos=fresh_C[0], C_neg=fresh_C[1])
     return train_level(X, targets[-1][:, labels], parent_of[labels], active, n_threads=n_threads, **kw)
-
-
-def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
-    """Weights ``W`` (``d_old + 1`` rows, the last the bias) over ``d >= d_old`` features: rows of zeros for the
-    features past ``d_old`` (module doc, 5.), the bias row moved to ``d``. ``W`` itself when ``d == d_old``."""
-    d_old = W.shape[0] - 1
-    if d == d_old:
-        return W
-    if d < d_old:
-        raise ConfigError(f"cannot narrow weights of {d_old} features to {d}")
-    W = sp.csc_matrix(W, dtype=np.float32)
-    indices = np.where(W.indices == d_old, d, W.indices).astype(W.indices.dtype)
-    return sp.csc_matrix((W.data.copy(), indices, W.indptr.copy()), shape=(d + 1, W.shape[1]))
 
 
 def widened_rows(X, d: int):

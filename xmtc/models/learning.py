@@ -270,7 +270,8 @@ def _widened_memory(kept, d: int):
 
 def _widened_stage(stage, d: int):
     """A few-shot stage over ``d`` features: weights 0 and row values 0 on the features past its own."""
-    from ..linear.update import widened, widened_rows
+    from ..linear.beam_edit import widened
+    from ..linear.update import widened_rows
     from .few_shot import FewShotRankers
 
     return FewShotRankers(stage.label_ids, widened(stage.W, d), stage.loo, stage.neg_tail, stage.neg_ranks,
