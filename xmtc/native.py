@@ -25,6 +25,7 @@ _c_int, _c_i64, _c_i32, _c_dbl, _c_flt, _p = (ctypes.c_int, ctypes.c_int64, ctyp
                                               ctypes.c_float, ctypes.c_void_p)
 
 # name -> (argument types); every kernel returns int (0 = done, -1 = out of memory) unless listed in _VOID
+# (nothing) or _RESTYPE (its own type: a count)
 _SIGNATURES = {
     "xmtc_build_batch": [_p] * 9 + [_c_dbl] + [_p] * 4 + [_c_i64, _p, _p, _c_int],
     "xmtc_train_batch": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
