@@ -42,6 +42,7 @@ DATA = data_root()
 RAILWAYS = ["Steam locomotives of the Finnish state railways", "Narrow-gauge railways in Finland",
             "Railway stations of Helsinki"]
 VARIANTS = {"default": {}, "no-memory": {"memory": False}, "no-few-shot": {"few_shot": False},
+            "few-shot-words": {"few_shot": "words"},
             "keep-vocabulary": {"new_words": False}}
 ONE_AT_A_TIME = "one-at-a-time"  # a variant of its own: the records learned one by one
 

@@ -143,9 +143,11 @@ TARGETS = [
       "(test_learn.py and (new_label or held_out or replay or band or calibration or new_words)) or"
       " (test_learn_memory.py and (three_documents or whole_memory or remove_then_learn or added_by_text))"
       " or pin_learning or pin_vocab_learning"], OPEN_OPS),
-    ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer"],
-     ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "-k",
-      "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"],
+    ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer", "TrainingMemory.char_rows",
+                               "TrainingMemory.to_arrays", "TrainingMemory.from_arrays"],
+     ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "tests/test_few_shot_chars.py", "-k",
+      "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"
+      " or test_few_shot_chars.py"],
      OPEN_OPS),
     ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
                                "_training_rows", "_refit", "_scaled", "old_curvature", "_fit_fresh", "_never", "_zeroed",
@@ -171,10 +173,16 @@ TARGETS = [
      ["tests/test_beam_edit.py", "tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_vocab_growth_mutants.py",
       "-k", "test_beam_edit.py or (test_learn.py and (keep_their_weights or new_label or replay or widened))"
       " or (test_learn_memory.py and (whole_memory or remove_then_learn)) or pin_vocab_update"], OPEN_OPS),
-    ("xmtc/models/few_shot.py", ["probability", "FewShotRankers.updated", "FewShotRankers._held", "FewShotRankers._fit",
+    ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._held",
+                                 "FewShotRankers._fit", "FewShotRankers._fit_chars",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
-                                 "FewShotRankers.evidence", "_decision", "_stack", "merge_few_shot"],
-     ["tests/test_few_shot.py"], OPEN_OPS),
+                                 "FewShotRankers.evidence", "_stack", "merge_few_shot"],
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
+    ("xmtc/models/few_shot_scores.py", ["probability", "_precision", "negative_sketch", "_decision"],
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
+    # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
+    ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],
+     ["tests/test_few_shot_chars.py", "tests/test_few_shot.py"], OPEN_OPS),
 ]
 
 HELPERS = '''

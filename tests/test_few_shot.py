@@ -269,8 +269,8 @@ def learned(tmp_path_factory):
     Y, vocab = label_matrix(labels[:cut])
     fit_calibrated(model, Dataset(texts[:cut], None, Y, vocab), progress=False)
     music = [t for t in texts[cut:] if "music" in t.lower().split()]
-    model.learn(music[:3], [["new-music"]] * 3)
-    return model, texts, cut, music
+    model.learn(music[:3], [["new-music"]] * 3, few_shot="words")  # the ranker on the model's words; a stage
+    return model, texts, cut, music                                  # keeps its scorer in later learns
 
 
 def test_a_label_learned_from_three_documents_joins_the_stage_and_is_scored_flat(learned):

@@ -144,7 +144,7 @@ def test_pin_vocab_learning_a_few_shot_stage_widens_with_each_grown_vocabulary(s
 
     model, texts, labels, cut = small
     m = copy.deepcopy(model)
-    m.learn(texts[cut:cut + 3], [["zeta label"]] * 3)
+    m.learn(texts[cut:cut + 3], [["zeta label"]] * 3, few_shot="words")  # the ranker on the model's words
     d1 = m.n_features_
     st1 = m.few_shot_
     assert st1 is not None and st1.W.shape[0] == d1 + 1
@@ -166,6 +166,13 @@ def test_pin_vocab_learning_a_few_shot_stage_widens_with_each_grown_vocabulary(s
     assert m.n_features_ == d2 + 1
     assert m.few_shot_.W.shape[0] == d2 + 2 and m.few_shot_.pos_X.shape[1] == d2 + 1
     assert m.predict([texts[cut]], k=3)
+    # a stage scored by character n-grams reads its own featurizer's rows: a grown vocabulary leaves it as it is
+    c = copy.deepcopy(model)
+    c.learn(texts[cut:cut + 3], [["zeta label"]] * 3)
+    width = c.few_shot_.chars.n_features_ + 1
+    assert c.few_shot_.W.shape[0] == width
+    c.learn(["qqqzzz", "qqqzzz"], [labels[0], labels[1]])
+    assert c.n_features_ > model.n_features_ and c.few_shot_.W.shape[0] == width
 
 
 def test_pin_vocab_tfidf_a_learn_adding_nothing_reads_texts_as_before_and_counts_on():

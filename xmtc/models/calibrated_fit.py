@@ -127,7 +127,9 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
         # split's words join the vocabulary, its labels reach nothing before the maps are fitted)
         inputs, shared = model.fit_featurizer(inputs), {"keep_featurizer": True}
     Y = sp.csr_matrix(ds.Y)
-    model.fit(_rows(inputs, train_rows), Y[train_rows], labels=ds.labels, progress=progress, **shared, **fit_kw)
+    texts_of = (lambda rows: {"texts": _rows(ds.inputs, rows)}) if shared else (lambda rows: {})  # for the memory
+    model.fit(_rows(inputs, train_rows), Y[train_rows], labels=ds.labels, progress=progress, **shared,
+              **texts_of(train_rows), **fit_kw)
     if not getattr(model, "is_main_process_", True):
         return {"valid_docs": int(valid_rows.size)}  # torchrun: rank 0 calibrates and saves
     X_valid, Y_valid = _rows(inputs, valid_rows), Y[valid_rows]
@@ -141,11 +143,13 @@ def fit_calibrated(model, ds: Dataset, *, valid_size: float | None = None, seed:
         # the split's labels are rare ones a retrain fits in the trees; the refit modes were measured without
         # the few-shot stage (xmtc.models.few_shot), so the fold keeps them to the trees as a retrain does
         # (its featurizer counted the split's texts already: their n-grams must not be counted again)
-        model.learn(X_valid, Y_valid, whole_memory_refit=False, curvature=True, few_shot=False, new_words=False,
-                    progress=progress)
+        # (texts where there are: the remembered rows keep theirs; the features are the rows of X_valid again)
+        model.learn(texts_of(valid_rows).get("texts", X_valid), Y_valid, whole_memory_refit=False, curvature=True,
+                    few_shot=False, new_words=False, progress=progress)
     elif refit == "full":
         log.info("fitting again on all %d documents; the score maps carry over", n)
-        model.fit(inputs, Y, labels=ds.labels, progress=progress, **shared, **fit_kw)
+        model.fit(inputs, Y, labels=ds.labels, progress=progress, **shared,
+                  **texts_of(np.arange(n)), **fit_kw)
     model.calibration_ = cal
     if refit != "none":
         log.info("%s on all %d documents in %.1fs", "folded in" if refit == "fold" else "refitted", n,

@@ -299,6 +299,13 @@ def label_evidence(model, texts, labels_per_row: list[list[int]],
         for j, s in zip(row, src):
             if s == RANKER:
                 evidence.append({"source": RANKER, **next(it)})
+            elif s == FEW_SHOT and few.chars is not None:  # its character n-grams shared with the label's documents
+                from .few_shot_chars import char_rows
+
+                weights, bias, margin = few.evidence(char_rows(few.chars, [texts[i]]), j)
+                grams = few.chars.feature_names()
+                evidence.append({"source": FEW_SHOT, "weights": {grams[f]: w for f, w in weights.items()},
+                                 "margin": margin, "bias": bias})
             elif s == FEW_SHOT:
                 weights, bias, margin = few.evidence(X_feat[i], j)
                 name = term_namer(model)

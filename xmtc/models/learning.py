@@ -92,7 +92,7 @@ def check_can_learn(model: Any) -> None:
 
 def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = ANCHOR,
                      memory: bool = True, whole_memory_refit: bool = True, curvature: bool = False,
-                     few_shot: bool = True, new_words: bool = True, sampled_replay: bool = True,
+                     few_shot: bool | str = True, new_words: bool = True, sampled_replay: bool = True,
                      progress: bool = False):
     """XR-Linear's learn (see the module doc); ``model`` is updated in place and returned.
 
@@ -105,7 +105,9 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     (``xmtc train``'s fold-in of its calibration split, :mod:`xmtc.models.calibrated_fit`). ``curvature``: the
     proximal refits hold each feature by the remembered rows' curvature (:func:`xmtc.linear.update.old_curvature`,
     at the fit's C) instead of one ``anchor`` for every feature. ``few_shot``: labels learned from a few documents
-    are scored flat as well (:mod:`xmtc.models.few_shot`); False leaves them to the trees alone (for comparison).
+    are scored flat as well (:mod:`xmtc.models.few_shot`), by character n-grams where the learn and the model's
+    memory have texts (True or ``"chars"``, :mod:`xmtc.models.few_shot_chars`) or by a ranker on the model's
+    features (``"words"``; a stage keeps the scorer it was made with); False leaves them to the trees alone.
     ``new_words``: texts' n-grams the TF-IDF vocabulary lacks join it (:func:`grown_vocabulary`); False keeps the
     vocabulary as trained. ``sampled_replay``: proximal refits replay up to :data:`SAMPLED_ROWS` remembered rows
     around a shifted centre (module doc); False: the anchor alone.
@@ -115,6 +117,8 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
 
     check_can_learn(model)
     model._check_fitted()
+    if not (isinstance(few_shot, bool) or few_shot in ("chars", "words")):
+        raise ConfigError(f"few_shot must be True, False, 'chars' or 'words', got {few_shot!r}")
     if isinstance(anchor, bool) or not isinstance(anchor, (int, float)) or not np.isfinite(anchor) or anchor <= 0:
         raise ConfigError(f"anchor must be a positive number, got {anchor!r}")
     transform, featurizer, added = grown_vocabulary(model, X, new_words)
@@ -176,7 +180,9 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
         log.info("tree %d: learned %d documents, %d new labels, refitted nodes per level %s in %.1fs", t, n,
                  report["new_labels"], report["refitted"], report["seconds"])
         new_models.append(updated)
-    few_shot = _few_shot_after(model, X_feat, Y_new, cold, kept if few_shot else None)
+    texts = None if sp.issparse(X) or isinstance(X, np.ndarray) else check_texts(X)  # None: feature rows
+    few_shot = _few_shot_after(model, X_feat, Y_new, cold, kept if few_shot else None, texts,
+                               "chars" if few_shot is True else few_shot)
     # nothing of the model changes until every tree is done: a failure above leaves it as it was
     model.models_ = new_models
     model.few_shot_ = few_shot
@@ -190,7 +196,7 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     carry_calibration(getattr(model, "calibration_", None), model.label_counts_,
                       docs_before(getattr(model, "calibration_", None), counts_before, n_before), model.n_train_)
     model.labels_ = vocab
-    _follow_labels(model, X_feat, Y_new)
+    _follow_labels(model, X_feat, Y_new, texts)
     return model
 
 
@@ -203,10 +209,11 @@ def _replay_sample(kept, rows: int) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     return kept.X[pick], kept.Y[pick]
 
 
-def _few_shot_after(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix, cold: np.ndarray, kept):
+def _few_shot_after(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix, cold: np.ndarray, kept, texts, scorer):
     """The few-shot rankers after this learn (:mod:`xmtc.models.few_shot`): labels that had no ranker before it
     and have at most ``FEW`` documents now are scored flat as well; ``kept``: the memory before it takes in
-    the new rows (None: the stage stays as it is)."""
+    the new rows (None: the stage stays as it is); ``texts``: the learn's texts (None: feature rows);
+    ``scorer``: "chars" or "words", what a new stage scores by."""
     from ..linear.update import fresh_columns
     from ..native import resolve_threads
     from .few_shot import FewShotRankers
@@ -215,11 +222,12 @@ def _few_shot_after(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix, cold: np
     stage = getattr(model, "few_shot_", None)
     if stage is None:
         stage = FewShotRankers.empty(X_feat.shape[1], cfg.bias)
-    elif stage.W.shape[0] - 1 < X_feat.shape[1]:  # a grown vocabulary: the stage's rows and weights widen
+    elif stage.chars is None and stage.W.shape[0] - 1 < X_feat.shape[1]:  # a grown vocabulary: rows, weights widen
         stage = _widened_stage(stage, X_feat.shape[1])
     fresh = fresh_columns(model.n_labels, Y_new.shape[1], cold)
     return stage.updated(X_feat, Y_new, fresh, kept, C_pos=cfg.C_pos, C_neg=cfg.C_neg, tol=cfg.tol,
-                         max_iter=cfg.max_iter, threshold=cfg.threshold, n_threads=resolve_threads(cfg.n_threads))
+                         max_iter=cfg.max_iter, threshold=cfg.threshold, n_threads=resolve_threads(cfg.n_threads),
+                         texts=texts, scorer=scorer)
 
 
 def grown_vocabulary(model, X: Any, new_words: bool = True):
@@ -265,7 +273,10 @@ def _widened_memory(kept, d: int):
     from ..linear.update import widened_rows
     from .memory import TrainingMemory
 
-    return TrainingMemory(widened_rows(kept.X, d), kept.Y, kept.seen, kept.capacity, kept.seed, kept.draws)
+    out = TrainingMemory(widened_rows(kept.X, d), kept.Y, kept.seen, kept.capacity, kept.seed, kept.draws,
+                         texts=kept.texts)
+    out._char_cache = kept._char_cache  # the same texts
+    return out
 
 
 def _widened_stage(stage, d: int):
@@ -295,7 +306,7 @@ def _follow_vocabulary(model, featurizer, memory) -> None:
         route._index = (None, None)
 
 
-def _follow_labels(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix) -> None:
+def _follow_labels(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix, texts=None) -> None:
     """What else is per label follows a learn: the removed-label mask grows with the vocabulary, a label that
     now has documents leaves the label-text route (its ranker scores it), and the remembered training rows
     take in the new documents (:mod:`xmtc.models.memory`)."""
@@ -308,7 +319,7 @@ def _follow_labels(model, X_feat: sp.csr_matrix, Y_new: sp.csr_matrix) -> None:
         route.remove(np.flatnonzero(np.asarray(Y_new.getnnz(axis=0)) > 0))
     memory = getattr(model, "memory_", None)
     if memory is not None:
-        memory.offer(X_feat, Y_new)
+        memory.offer(X_feat, Y_new, texts)
 
 
 def docs_before(cal, label_counts: np.ndarray, n_train: int) -> float:

@@ -159,7 +159,7 @@ class XRLinear(XMCModel):
 
     # -- training -----------------------------------------------------------------------------
     def fit(self, X: Any, Y: Any, *, labels=None, tree: Optional[LabelTree] = None, progress: bool = True,
-            linear_fit=None, keep_featurizer: bool = False) -> "XRLinear":
+            linear_fit=None, keep_featurizer: bool = False, texts=None) -> "XRLinear":
         """Fit on texts (list of str) or precomputed features (sparse, n x d) and their labels.
 
         ``Y`` is a list of label-name lists or a sparse 0/1 matrix (n x L); ``labels`` optionally gives
@@ -169,7 +169,8 @@ class XRLinear(XMCModel):
         ``linear_fit(X, Y, tree, **settings)`` replaces :meth:`HierarchicalLinearModel.fit` for the
         matcher and rankers, e.g. :func:`xmtc.distributed.ray_backend.linear_fit` (same model, trained
         as Ray tasks); it must return a fitted :class:`HierarchicalLinearModel`. ``keep_featurizer``: ``X`` is
-        sparse rows of :meth:`fit_featurizer`'s features, and the model keeps that featurizer for its texts.
+        sparse rows of :meth:`fit_featurizer`'s features, and the model keeps that featurizer for its texts;
+        ``texts``: then, those rows' texts, which the remembered training rows keep (:mod:`xmtc.models.memory`).
         """
         cfg = self.config
         t0 = time.perf_counter()
@@ -233,13 +234,16 @@ class XRLinear(XMCModel):
         if cfg.memory_rows > 0:
             from ...models.memory import TrainingMemory
 
-            self.memory_ = TrainingMemory.sample(X_feat, Y, cfg.memory_rows, cfg.seed)
+            own_texts = X if isinstance(X, list) else (check_texts(texts) if texts is not None else None)
+            if own_texts is not None and len(own_texts) != X_feat.shape[0]:
+                raise ConfigError(f"{len(own_texts)} texts for {X_feat.shape[0]} rows")
+            self.memory_ = TrainingMemory.sample(X_feat, Y, cfg.memory_rows, cfg.seed, texts=own_texts)
         log.info("trained XR-Linear on %d documents, %d features, %d labels in %.1fs", X_feat.shape[0],
                  X_feat.shape[1], Y.shape[1], time.perf_counter() - t0)
         return self
 
     def learn(self, X: Any, Y: Any, *, labels=None, replay=None, anchor: float = 4.0, memory: bool = True,
-              whole_memory_refit: bool = True, curvature: bool = False, few_shot: bool = True,
+              whole_memory_refit: bool = True, curvature: bool = False, few_shot: bool | str = True,
               new_words: bool = True, sampled_replay: bool = True, progress: bool = False) -> "XRLinear":
         """Update the model with new labelled documents, new labels included, without a retrain: the
         tree stays, the texts' words the TF-IDF vocabulary lacks join it (``new_words=False``: it stays as
