@@ -469,3 +469,19 @@ def test_learn_replays_a_sample_of_the_memory_unless_told_not_to(small, monkeypa
     assert np.isclose(calls[-1]["C_neg"], model.config.C_neg / (1 + 3.0 * (1 - 50 / mem.seen)))
     _copy(model).learn(texts[cut:], labels[cut:], anchor=4.0, whole_memory_refit=False, sampled_replay=False)
     assert calls[-1]["sample"] is None and np.isclose(calls[-1]["C_neg"], model.config.C_neg / 4.0)
+
+
+def test_cli_learn_few_shot_chooses_the_flat_scorer(files, tmp_path):
+    """``--few-shot``: chars (default) gives the stage a character featurizer, words a ranker on the model's own
+    features, off no stage; anything else is refused by argparse. (The new file brings labels the 80% never had,
+    a few of them on 2-5 documents: those join the stage.)"""
+    kinds = {}
+    for choice in ("chars", "words", "off"):
+        out = tmp_path / choice
+        assert main(["learn", str(files / "model"), str(files / "new.jsonl"), "-o", str(out), "-q",
+                     "--few-shot", choice]) == 0
+        stage = xmtc.load(out).few_shot_
+        kinds[choice] = None if stage is None or not len(stage) else ("chars" if stage.chars is not None else "words")
+    assert kinds == {"chars": "chars", "words": "words", "off": None}
+    with pytest.raises(SystemExit):
+        main(["learn", str(files / "model"), str(files / "new.jsonl"), "-q", "--few-shot", "bytes"])

@@ -41,6 +41,10 @@ def add_parser(sub, common) -> None:
                    help="Refit on the new documents and the pull toward the old weights alone (default: up to"
                         " 25,000 remembered training rows join each refit, their gradient at the old weights"
                         " cancelled, so that they add the old documents' curvature only).")
+    p.add_argument("--few-shot", choices=("chars", "words", "off"), default="chars",
+                   help="How a new label with 2-5 documents is also scored flat (default: chars, the cosine of a"
+                        " text's character n-grams to its documents'; words: a ranker on the model's words; off:"
+                        " the trees alone). A model keeps the scorer its first such label got.")
     p.add_argument("--anchor", type=float, default=4.0,
                    help="Pull toward the old weights, relative to the fit's regulariser (default: 4; larger"
                         " changes the model less).")
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(ds.path, None, "no labelled document; nothing to learn")
     model.learn(ds.inputs, ds.Y, labels=ds.labels, anchor=args.anchor, new_words=not args.keep_vocabulary,
-                sampled_replay=args.sampled_replay, progress=not args.quiet)
+                sampled_replay=args.sampled_replay, few_shot=False if args.few_shot == "off" else args.few_shot,
+                progress=not args.quiet)
     path = model.save(output)
     log.info("learned %d documents (%d new labels) into %s in %.1fs", len(ds), model.n_labels - n_before, path,
              time.perf_counter() - t0)
