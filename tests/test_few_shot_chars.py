@@ -238,3 +238,200 @@ def test_a_fold_refit_keeps_the_remembered_texts_beside_their_rows():
     assert mem.texts is not None and len(mem) == len(texts) == mem.seen  # the fold's documents joined with theirs
     whole = {t[:TEXT_CHARS]: t for t in texts}  # each remembered text is its document's first TEXT_CHARS
     np.testing.assert_allclose(model.transform([whole[t] for t in mem.texts]).toarray(), mem.X.toarray(), atol=1e-6)
+
+
+# -- the mutation run of 8259622 (scripts/mutate.py): edges the tests above left open ---------------------
+def test_the_featurizer_is_fitted_on_a_seeded_draw_of_remembered_texts_up_to_fit_chars(monkeypatch):
+    import xmtc.models.few_shot_chars as fsc
+
+    memory = ["alpha one", "beta two", "gamma three", "delta four", "epsilon five", "zeta six"]
+    order = np.random.default_rng(7).permutation(6)  # the module doc's seeded order
+    lengths = np.cumsum([len(memory[i]) for i in order])
+    monkeypatch.setattr(fsc, "FIT_CHARS", int(lengths[2]))  # exactly the first three texts' characters
+    f = fsc.fitted_featurizer(memory, ["omega new"], seed=7)
+    want = CharNgramFeaturizer().fit([memory[i] for i in np.sort(order[:3])] + ["omega new"])
+    assert f.feature_names() == want.feature_names()
+    np.testing.assert_array_equal(f.idf_, want.idf_)
+    monkeypatch.setattr(fsc, "FIT_CHARS", int(lengths[2]) + 1)  # one character more: the fourth text joins
+    f = fsc.fitted_featurizer(memory, ["omega new"], seed=7)
+    want = CharNgramFeaturizer().fit([memory[i] for i in np.sort(order[:4])] + ["omega new"])
+    assert f.feature_names() == want.feature_names()
+
+
+def test_centroids_of_no_labels_and_of_labels_without_negatives():
+    P = sp.csr_matrix(np.array([[1.0, 0, 0], [0, 1.0, 0]], np.float32))
+    C, loo, values = centroids([], sp.csr_matrix((4, 3), dtype=np.float32), FEW)
+    assert C.shape == (4, 0) and loo.shape == (0, FEW) and values == []  # d features + the bias row
+    C, loo, values = centroids([P], sp.csr_matrix((0, 3), dtype=np.float32), FEW)
+    np.testing.assert_allclose(C.toarray()[:, 0], [0.5, 0.5, 0, 0])
+    np.testing.assert_allclose(loo[0, :2], [0.0, 0.0])  # the two documents share no n-gram
+    assert values[0].shape == (0,)  # every remembered row carries the label: no negative value
+    # rows of no feature at all: every negative still has its value, 0
+    C, loo, values = centroids([sp.csr_matrix((2, 0), dtype=np.float32)], sp.csr_matrix((3, 0), dtype=np.float32),
+                               FEW)
+    assert C.shape == (1, 1)
+    np.testing.assert_array_equal(values[0], np.zeros(3))
+
+
+_SOLVER = dict(C_pos=1.0, C_neg=1.0, tol=1e-4, max_iter=100, threshold=0.0, n_threads=1)
+_REMEMBERED = ["steam railway engines", "railway stations of europe", "music of the baroque", "jazz music history",
+               "gardening in spring", "cooking with herbs", "a history of railways", "birds of the north"]
+_DOCS = ["railway bridges", "railways and trains", "the railway age", "narrow gauge railways"]
+
+
+def _text_stage_memory(carry=()):
+    """Remembered rows with texts (their features an identity: the character scorer never reads them); the rows
+    in ``carry`` carry label 4."""
+    n = len(_REMEMBERED)
+    carry = sorted(carry)
+    Y = sp.csr_matrix((np.ones(len(carry), np.float32), (carry, np.full(len(carry), 4))), shape=(n, 5))
+    return TrainingMemory(sp.identity(n, dtype=np.float32, format="csr"), Y, seen=3 * n, capacity=n, seed=5,
+                          texts=_REMEMBERED)
+
+
+def _learn_rows(k, label=4, width=5):
+    """``k`` new rows of ``label`` (features of the memory's width, unread by the character scorer)."""
+    return (sp.csr_matrix((k, len(_REMEMBERED)), dtype=np.float32),
+            sp.csr_matrix((np.ones(k, np.float32), np.full(k, label), np.arange(k + 1)), shape=(k, width)))
+
+
+def _by_definition(f, docs, negatives_texts):
+    """The centroid, leave-one-out values and the negatives' sketch of one label by the module doc."""
+    D = char_rows(f, docs).toarray().astype(np.float64)
+    c = D.mean(axis=0)
+    G = D @ D.T
+    loo = (G.sum(axis=1) - np.diag(G)) / (len(docs) - 1)
+    tail, ranks = negative_sketch(char_rows(f, negatives_texts).toarray() @ c)
+    return c, loo, tail, ranks
+
+
+def test_a_new_character_stage_fits_its_featurizer_and_scores_a_label_by_definition():
+    from xmtc.models.few_shot import FewShotRankers
+    from xmtc.models.few_shot_chars import fitted_featurizer
+
+    mem = _text_stage_memory()
+    X_new, Y_new = _learn_rows(3)
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([4]), mem, texts=_DOCS[:3],
+                                                                **_SOLVER)
+    want_f = fitted_featurizer(_REMEMBERED, _DOCS[:3], 5)
+    assert stage.chars is not None and stage.chars.feature_names() == want_f.feature_names()
+    np.testing.assert_array_equal(stage.chars.idf_, want_f.idf_)
+    c, loo, tail, ranks = _by_definition(stage.chars, _DOCS[:3], _REMEMBERED)  # no remembered row carries 4
+    assert stage.label_ids.tolist() == [4] and stage.W.shape == (stage.chars.n_features_ + 1, 1)
+    np.testing.assert_allclose(stage.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)
+    np.testing.assert_allclose(stage.loo[0, :3], loo, atol=1e-6)
+    np.testing.assert_allclose(stage.neg_tail[0], tail, atol=1e-6)
+    np.testing.assert_allclose(stage.neg_ranks[0], ranks, atol=1e-6)
+    np.testing.assert_allclose(stage.pos_X.toarray(), char_rows(stage.chars, _DOCS[:3]).toarray())
+    assert stage.pos_owner.tolist() == [4, 4, 4] and stage.omega.tolist() == [3.0]  # seen / remembered
+
+
+def test_a_character_stage_refits_a_label_on_its_kept_and_new_documents_without_the_rows_that_carry_it():
+    from xmtc.models.few_shot import FewShotRankers
+
+    X_new, Y_new = _learn_rows(2)
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([4]), _text_stage_memory(),
+                                                                texts=_DOCS[:2], **_SOLVER)
+    # the memory took the label's two documents in as rows 0 and 6 (they carry it now), and one more arrives
+    mem = _text_stage_memory(carry=(0, 6))
+    X_one, Y_one = _learn_rows(1)
+    grown = stage.updated(X_one, Y_one, np.array([], dtype=np.int64), mem, texts=_DOCS[2:3], **_SOLVER)
+    assert grown.chars is stage.chars and grown.label_ids.tolist() == [4]  # the stage keeps its featurizer
+    negatives = [t for i, t in enumerate(_REMEMBERED) if i not in (0, 6)]
+    c, loo, tail, ranks = _by_definition(stage.chars, _DOCS[:3], negatives)
+    np.testing.assert_allclose(grown.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)
+    np.testing.assert_allclose(grown.loo[0, :3], loo, atol=1e-6)
+    assert np.isneginf(grown.loo[0, 3:]).all()
+    np.testing.assert_allclose(grown.neg_tail[0], tail, atol=1e-6)
+    np.testing.assert_allclose(grown.neg_ranks[0], ranks, atol=1e-6)
+    assert grown.pos_owner.tolist() == [4, 4, 4] and grown.omega.tolist() == [3.0]
+
+
+def _stored_texts(texts):
+    X = sp.csr_matrix(np.ones((len(texts), 1), np.float32))
+    return TrainingMemory(X, sp.csr_matrix((len(texts), 1), dtype=np.float32), len(texts), len(texts), 0,
+                          texts=texts).to_arrays()
+
+
+def test_empty_and_multibyte_remembered_texts_survive_storage():
+    texts = ["", "Eisenbahnen über Brücken", "", "rautatie ja höyryveturit €", "x"]
+    params, arrays = _stored_texts(texts)
+    np.testing.assert_array_equal(arrays["texts.ends"], np.cumsum([len(t.encode("utf-8")) for t in texts]))
+    back = TrainingMemory.from_arrays(params, arrays, n_features=1, n_labels=1, where="m")
+    assert back.texts == texts
+
+
+@pytest.mark.parametrize("blob, ends", [(b"abcd", [-1, 4]), (b"abcdef", [4, 2, 6]), (b"abcdef", [2, 4, 5]),
+                                        (b"abcdef", [2, 4, 7])])
+def test_text_ends_that_do_not_cut_their_bytes_are_refused(blob, ends):
+    # a negative first end, a decreasing end, ends short of the bytes and past them: each would decode (Python
+    # slices clip), into texts that are not the ones saved
+    from xmtc.errors import ModelFormatError
+
+    params, arrays = _stored_texts(["ab", "cd", "ef"][:len(ends)])
+    arrays["texts.blob"] = np.frombuffer(blob, np.uint8).copy()
+    arrays["texts.ends"] = np.array(ends, np.int64)
+    with pytest.raises(ModelFormatError, match="training memory"):
+        TrainingMemory.from_arrays(params, arrays, n_features=1, n_labels=1, where="m")
+
+
+def test_an_empty_character_stage_keeps_its_featurizer_and_turns_to_words_when_asked():
+    from xmtc.models.few_shot import FewShotRankers
+
+    f = CharNgramFeaturizer().fit(_REMEMBERED + _DOCS)
+    empty = FewShotRankers.empty(0, 1.0, f)  # e.g. every label of the stage left it
+    mem = _text_stage_memory()
+    _, Y_new = _learn_rows(3)
+    X_new = sp.identity(len(_REMEMBERED), dtype=np.float32, format="csr")[[0, 1, 6]]
+    kept = empty.updated(X_new, Y_new, np.array([4]), mem, texts=_DOCS[:3], **_SOLVER)
+    assert kept.chars is f and kept.label_ids.tolist() == [4]  # no featurizer fitted anew
+    c, loo, _, _ = _by_definition(f, _DOCS[:3], _REMEMBERED)
+    np.testing.assert_allclose(kept.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)
+    np.testing.assert_allclose(kept.loo[0, :3], loo, atol=1e-6)
+    words = empty.updated(X_new, Y_new, np.array([4]), mem, texts=_DOCS[:3], scorer="words", **_SOLVER)
+    # the ranker on the model's features, as a words stage made from nothing fits it
+    want = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([4]), mem, **_SOLVER)
+    assert words.chars is None and want.chars is None and words.label_ids.tolist() == [4]
+    assert words.W.shape == (len(_REMEMBERED) + 1, 1)
+    np.testing.assert_array_equal(words.W.toarray(), want.W.toarray())
+    np.testing.assert_array_equal(words.loo, want.loo)
+
+
+def test_a_learn_whose_fresh_labels_have_no_document_leaves_an_empty_stage_as_it_is(monkeypatch):
+    import xmtc.models.few_shot_chars as fsc
+    from xmtc.models.few_shot import FewShotRankers
+
+    monkeypatch.setattr(fsc, "fitted_featurizer", lambda *a, **k: pytest.fail("fitted a featurizer"))
+    empty = FewShotRankers.empty(len(_REMEMBERED), 1.0)
+    X_new, Y_new = _learn_rows(2, label=0)  # an old label's documents; label 4 is fresh (cold) but not in them
+    assert empty.updated(X_new, Y_new, np.array([4]), _text_stage_memory(), texts=_DOCS[:2], **_SOLVER) is empty
+
+
+@pytest.mark.parametrize("change", ["none", "fewer_label_rows", "n_features", "n_labels", "capacity", "seen",
+                                    "capacity_0"])
+def test_a_stored_memory_is_refused_unless_it_fits_the_model_and_its_own_counts(change):
+    # three rows of one feature and one label, seen 3, capacity 3: every check at its boundary, and each broken
+    from xmtc.errors import ModelFormatError
+
+    rows = 1 if change == "capacity_0" else 3
+    params, arrays = _stored_texts(["ab", "cd", "ef"][:rows])
+    n_features, n_labels = 1, 1
+    if change == "fewer_label_rows":
+        _, other = _stored_texts(["ab", "cd"])
+        arrays.update({k: v for k, v in other.items() if k.startswith("Y.")})
+    elif change == "n_features":
+        n_features = 2
+    elif change == "n_labels":
+        n_labels = 0
+    elif change == "capacity":
+        params["capacity"] = 2
+    elif change == "seen":
+        params["seen"] = 2
+    elif change == "capacity_0":
+        params["capacity"] = 0
+    if change == "none":
+        back = TrainingMemory.from_arrays(params, arrays, n_features, n_labels, where="m")
+        assert len(back) == back.seen == back.capacity == 3 and back.texts == ["ab", "cd", "ef"]
+        return
+    with pytest.raises(ModelFormatError, match="training memory"):
+        TrainingMemory.from_arrays(params, arrays, n_features, n_labels, where="m")
