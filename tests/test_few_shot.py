@@ -458,3 +458,53 @@ def test_a_learned_model_featurizes_each_text_once_per_prediction(learned, monke
     calls.clear()
     depths = model.predict_topk_depths(texts[cut:], [5, 10])
     assert len(calls) == 1 and np.array_equal(depths[10][0], want[0])
+
+
+def _probability_one_label_at_a_time(values, loo, tail, ranks, omega):
+    """The definition, label by label with sorted searches (the stage's first implementation): a second
+    implementation for the vectorised :func:`probability`."""
+    out = np.zeros(values.shape)
+    for j in range(values.shape[1]):
+        lo, ta, ra = np.sort(loo[j]), np.sort(tail[j]), np.sort(ranks[j])
+
+        def ratio(s):
+            A = lo.size - np.searchsorted(lo, s, side="left")
+            N = ta.size - np.searchsorted(ta, s, side="left")
+            deeper = ra.size - np.searchsorted(ra, s, side="left")
+            N = np.where(deeper > 0, RANKS[np.maximum(deeper - 1, 0)], N)
+            return A / (A + omega[j] * N + 1.0)
+
+        points = np.sort(loo[j][np.isfinite(loo[j])])
+        out[:, j] = ratio(values[:, j])
+        if points.size:
+            best = np.maximum.accumulate(ratio(points))
+            at = np.searchsorted(points, values[:, j], side="right")
+            out[:, j] = np.maximum(out[:, j], np.where(at > 0, best[np.maximum(at - 1, 0)], 0.0))
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_vectorised_probability_equals_the_label_by_label_definition(seed, monkeypatch):
+    rng = np.random.default_rng(seed)
+    m, n = int(rng.integers(1, 9)), int(rng.integers(1, 60))
+    loo, tail, ranks = np.full((m, FEW), NEG), np.full((m, TAIL), NEG), np.full((m, RANKS.size), NEG)
+    for j in range(m):
+        k, t, r = int(rng.integers(0, FEW + 1)), int(rng.integers(0, TAIL + 1)), int(rng.integers(0, RANKS.size + 1))
+        loo[j, :k] = rng.normal(size=k).round(1)  # rounded: ties between values, points and sketches
+        tail[j, :t] = -np.sort(-rng.normal(size=t).round(1))
+        ranks[j, :r] = -np.sort(-(rng.normal(size=r) - 3).round(1))
+    values = rng.normal(size=(n, m)).round(1)
+    omega = rng.uniform(1, 5, m)
+    want = _probability_one_label_at_a_time(values, loo, tail, ranks, omega)
+    np.testing.assert_allclose(probability(values, loo, tail, ranks, omega), want, rtol=1e-12)
+    import xmtc.models.few_shot_scores as scores
+
+    monkeypatch.setattr(scores, "CHUNK", 1)  # one text per block: the blocks' seams
+    np.testing.assert_allclose(probability(values, loo, tail, ranks, omega), want, rtol=1e-12)
+
+
+def test_the_stages_cached_decision_equals_its_definition():
+    stage = _three_labels()
+    X = sp.csr_matrix(np.array([[0.5, 0.2, 0], [0.3, 0, 1.0]], dtype=np.float32))
+    np.testing.assert_allclose(stage.decision(X), fs._decision(X, stage.W, 1.0))
+    np.testing.assert_allclose(stage.decision(X), stage.decision(X))  # cached, the same

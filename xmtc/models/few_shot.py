@@ -79,7 +79,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ModelFormatError
-from .few_shot_scores import RANKS, TAIL, _decision, negative_sketch, probability  # noqa: F401 (re-exported)
+from .few_shot_scores import (RANKS, TAIL, _decision, interpolation_points, negative_sketch,  # noqa: F401
+                              probability)
 
 log = logging.getLogger(__name__)
 
@@ -277,12 +278,30 @@ class FewShotRankers:
     def topk(self, X_feat: sp.csr_matrix, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Per row of ``X_feat`` the stage's ``k`` most probable labels: (global ids -1 padded, probabilities);
         a label with probability 0 is left out."""
-        p = probability(_decision(X_feat, self.W, self.bias), self.loo, self.neg_tail, self.neg_ranks, self.omega)
+        p = probability(self.decision(X_feat), self.loo, self.neg_tail, self.neg_ranks, self.omega,
+                        self._cached("best_below", lambda: interpolation_points(self.loo, self.neg_tail,
+                                                                                 self.neg_ranks, self.omega)))
         k = min(k, len(self))
         order = np.argsort(-p, axis=1, kind="stable")[:, :k]
         top = np.take_along_axis(p, order, 1)
         ids = np.where(top > 0, self.label_ids[order], -1)
         return ids.astype(np.int32), np.where(top > 0, top, 0.0).astype(np.float32)
+
+    def decision(self, X: sp.csr_matrix) -> np.ndarray:
+        """Dense decision values of ``X`` (n, labels): :func:`~xmtc.models.few_shot_scores._decision` with the
+        weights' body and bias row split once, not at every call."""
+        body = self._cached("body", lambda: sp.csr_matrix(self.W[:self.W.shape[0] - 1]))  # csr @ csr: no conversion
+        bias_row = self._cached("bias_row", lambda: self.W[self.W.shape[0] - 1].toarray().ravel())
+        out = np.asarray((sp.csr_matrix(X) @ body).todense(), dtype=np.float64)
+        return out + self.bias * bias_row[None, :]
+
+    def _cached(self, name: str, make):
+        """What prediction derives from the stage's arrays, made once (a stage is not changed after it is
+        made: a learn makes a new one)."""
+        cache = self.__dict__.setdefault("_derived", {})
+        if name not in cache:
+            cache[name] = make()
+        return cache[name]
 
     def merge(self, idx: np.ndarray, scores: np.ndarray, X_feat: sp.csr_matrix,
               damp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
