@@ -176,9 +176,9 @@ TARGETS = [
     ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._held",
                                  "FewShotRankers._fit", "FewShotRankers._fit_chars",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
-                                 "FewShotRankers.evidence", "_stack", "merge_few_shot"],
+                                 "FewShotRankers.evidence", "FewShotRankers.decision", "_stack", "merge_few_shot"],
      ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
-    ("xmtc/models/few_shot_scores.py", ["probability", "_precision", "negative_sketch", "_decision"],
+    ("xmtc/models/few_shot_scores.py", ["probability", "interpolation_points", "_ratio", "negative_sketch", "_decision"],
      ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
     # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
     ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],
