@@ -508,3 +508,28 @@ def test_the_stages_cached_decision_equals_its_definition():
     X = sp.csr_matrix(np.array([[0.5, 0.2, 0], [0.3, 0, 1.0]], dtype=np.float32))
     np.testing.assert_allclose(stage.decision(X), fs._decision(X, stage.W, 1.0))
     np.testing.assert_allclose(stage.decision(X), stage.decision(X))  # cached, the same
+
+
+def test_a_label_with_exactly_a_ranks_count_of_negatives_has_that_rank_filled():
+    _, ranks = fs.negative_sketch(-np.arange(512, dtype=np.float32))  # 512 negatives: rank 512 is the last one
+    assert ranks[0] == -511.0 and np.isneginf(ranks[1:]).all()
+
+
+def test_probability_of_no_label_or_no_text_is_empty_and_blocks_stay_within_chunk(monkeypatch):
+    import xmtc.models.few_shot_scores as scores
+
+    none = probability(np.zeros((3, 0)), np.zeros((0, FEW)), np.zeros((0, TAIL)), np.zeros((0, RANKS.size)),
+                       np.zeros(0))
+    assert none.shape == (3, 0)
+    stage = _three_labels()
+    values = np.random.default_rng(1).normal(size=(7, 3))
+    args = (stage.loo, stage.neg_tail, stage.neg_ranks, stage.omega)
+    want = probability(values, *args)
+    seen = []
+    real = scores._ratio
+    monkeypatch.setattr(scores, "_ratio", lambda S, *a: seen.append(S.shape[0]) or real(S, *a))
+    for chunk, block in ((3 * TAIL * 2, 2), (1, 1), (3 * TAIL * 100, 7)):  # comparisons per block -> texts per block
+        monkeypatch.setattr(scores, "CHUNK", chunk)
+        seen.clear()
+        np.testing.assert_array_equal(probability(values, *args), want)
+        assert max(seen[1:]) == block  # seen[0]: the interpolation points (FEW rows)
