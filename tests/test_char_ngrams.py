@@ -62,3 +62,22 @@ def test_a_model_whose_route_featurizer_contradicts_its_manifest_names_the_file(
     (model / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(ModelFormatError, match=rf"^{model / stage['file']}: character n-gram featurizer"):
         xmtc.load(model)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fit_equals_scikit_learns_vocabulary_and_idf_to_the_bit_without_importing_it(seed):
+    """The fit counts n-grams itself (no scikit-learn): vocabulary, order and float32 idf equal TfidfVectorizer's,
+    on words shorter than, as long as and longer than the n-grams, runs of white space, case, accents, digits."""
+    rng = np.random.default_rng(seed)
+    alphabet = list("abcÅäöxyz 1\t\n") + ["  ", "É", "ß"]
+    texts = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 30)))) for _ in range(40)] + ["a", "ab", "abc"]
+    feat = CharNgramFeaturizer().fit(texts)
+    ref = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, dtype=np.float32).fit(texts)
+    assert feat.ngrams_ == sorted(ref.vocabulary_, key=ref.vocabulary_.get)
+    np.testing.assert_array_equal(feat.idf_, ref.idf_)
+    assert feat.idf_.dtype == np.float32
+    np.testing.assert_allclose(feat.transform(texts).toarray(), ref.transform(texts).toarray(), rtol=1e-6, atol=1e-7)
+    b = CharNgramFeaturizer().fit([t.encode("utf-8") for t in texts])  # bytes: decoded as UTF-8
+    assert b.ngrams_ == feat.ngrams_
+    with pytest.raises(ValueError, match="empty vocabulary"):
+        CharNgramFeaturizer().fit(["", "  "])

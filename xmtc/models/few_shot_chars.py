@@ -61,15 +61,16 @@ def centroids(pos: list[sp.csr_matrix], negatives: sp.csr_matrix, few: int
     leave-one-out values (``few`` wide, ``-inf`` padded) and every negative's value ``negatives . c_j``.
     Returns ``(C, loo, values)``: ``C`` (features + 1, labels) with a zero bias row, as the stage's weights."""
     d = negatives.shape[1]
-    cols, loo, values = [], np.full((len(pos), few), -np.inf, dtype=np.float32), []
+    cols, loo = [], np.full((len(pos), few), -np.inf, dtype=np.float32)
     for t, P in enumerate(pos):
         P = sp.csr_matrix(P, dtype=np.float64)
         k = P.shape[0]
         G = (P @ P.T).toarray()
         loo[t, :k] = (G.sum(axis=1) - np.diag(G)) / (k - 1)
-        c = sp.csr_matrix(P.sum(axis=0) / k)
-        cols.append(c.T)
-        values.append((negatives @ c.T).toarray().ravel() if negatives.shape[0] else np.zeros(0))
+        cols.append(sp.csr_matrix(P.sum(axis=0) / k).T)
     C = sp.hstack(cols, format="csc") if cols else sp.csc_matrix((d, 0))
+    V = (sp.csr_matrix(negatives, dtype=np.float64) @ C).toarray() if negatives.shape[0] and cols else \
+        np.zeros((negatives.shape[0], len(cols)))  # every negative against every centroid: one product
+    values = [V[:, t] for t in range(len(cols))]
     C = sp.vstack([C, sp.csr_matrix((1, C.shape[1]))], format="csc").astype(np.float32)
     return C, loo, values
