@@ -32,7 +32,7 @@ top-k as the label-text route's is (:func:`xmtc.models.label_route.merge_topk`).
 **Two scorers.** Where the learn and the model's remembered rows have texts (a model trained on texts, the
 default), a new stage scores by character n-grams instead of this ranker: ``s = x . c_j``, the cosine of the
 text's character 3-5-gram row to the mean of the label's documents' rows, with the same ``p_j(s)`` counted on
-the remembered texts (:mod:`xmtc.models.few_shot_chars`, where the figures are: 22.4% -> 34.4% of the carriers
+the remembered texts (:mod:`xmtc.models.few_shot_chars`, where the figures are: 22.4% -> 34.1% of the carriers
 found on five draws). ``few_shot="words"`` keeps the ranker below; a stage keeps the scorer it was made with.
 
 **The ranker's choices, measured** (yso-finna-en-2k-20k, the case above, seeds 0 / 1 / 2, learned labels in the top 10
