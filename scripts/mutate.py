@@ -144,7 +144,7 @@ TARGETS = [
       " (test_learn_memory.py and (three_documents or whole_memory or remove_then_learn or added_by_text))"
       " or pin_learning or pin_vocab_learning"], OPEN_OPS),
     ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer", "TrainingMemory.char_rows",
-                               "TrainingMemory.to_arrays", "TrainingMemory.from_arrays"],
+                               "TrainingMemory.to_arrays", "TrainingMemory.from_arrays", "TrainingMemory.with_rows"],
      ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "tests/test_few_shot_chars.py", "-k",
       "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"
       " or test_few_shot_chars.py"],
@@ -176,9 +176,11 @@ TARGETS = [
     ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._held",
                                  "FewShotRankers._fit", "FewShotRankers._fit_chars",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
-                                 "FewShotRankers.evidence", "FewShotRankers.decision", "_stack", "merge_few_shot"],
+                                 "FewShotRankers.evidence", "FewShotRankers.decision", "_carriers", "_stack",
+                                 "merge_few_shot"],
      ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
-    ("xmtc/models/few_shot_scores.py", ["probability", "interpolation_points", "_ratio", "negative_sketch", "_decision"],
+    ("xmtc/models/few_shot_scores.py", ["probability", "interpolation_points", "_stats", "_best_below", "_ratio",
+                                        "negative_sketch", "_decision"],
      ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
     # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
     ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],

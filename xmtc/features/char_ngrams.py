@@ -45,10 +45,8 @@ class CharNgramFeaturizer:
         of_word: dict[str, list[str]] = {}  # a word's n-grams, cut once however often it occurs
         for text in texts:
             n += 1
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
             grams: set[str] = set()
-            for w in _WHITE_SPACES.sub(" ", text.lower()).split():
+            for w in _words(text):
                 cut = of_word.get(w)
                 if cut is None:
                     cut = of_word[w] = self._word_grams(w)
@@ -75,10 +73,8 @@ class CharNgramFeaturizer:
     def _grams(self, text) -> list[str]:
         """scikit-learn's ``char_wb`` analyzer: decoded (UTF-8, strict), lower-cased, runs of white space to one
         space, each word padded with a space and cut into its n-grams (a word shorter than n once, whole)."""
-        if isinstance(text, bytes):
-            text = text.decode("utf-8")
         out: list[str] = []
-        for w in _WHITE_SPACES.sub(" ", text.lower()).split():
+        for w in _words(text):
             out.extend(self._word_grams(w))
         return out
 
@@ -110,7 +106,7 @@ class CharNgramFeaturizer:
             table = self._table = ngram_table(self.ngrams_, self.ngram_range[1]) or False
         if table and all(type(t) is str for t in texts):
             # the analyzer's own steps before its n-grams: lower-case, runs of white space to one, words
-            words = [_WHITE_SPACES.sub(" ", t.lower()).split() for t in texts]
+            words = [_words(t) for t in texts]
             from .char_ngram_kernels import ngram_ids
 
             doc, ids = ngram_ids([w for ws in words for w in ws], np.fromiter(map(len, words), np.int64, len(words)),
@@ -174,3 +170,11 @@ class CharNgramFeaturizer:
         self = cls((lo, hi))
         self.ngrams_, self.idf_ = ngrams, idf
         return self._ready()
+
+
+def _words(text) -> list[str]:
+    """The analyzer's words of one text: decoded (UTF-8, strict), lower-cased, runs of white space to one space,
+    split."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8")
+    return _WHITE_SPACES.sub(" ", text.lower()).split()

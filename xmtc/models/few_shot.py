@@ -193,10 +193,7 @@ class FewShotRankers:
         Xm = sp.csr_matrix(memory.X, dtype=np.float32)
         omega = memory.seen / Xm.shape[0]
         ids = np.asarray(labels, dtype=np.int64)
-        own = ids[ids < memory.Y.shape[1]]
-        carries = np.asarray(sp.csc_matrix(memory.Y)[:, own].getnnz(axis=1)).ravel() > 0 if own.size else \
-            np.zeros(Xm.shape[0], dtype=bool)
-        negatives = Xm[~carries]
+        negatives = Xm[~_carriers(memory, ids)]
         n_neg = negatives.shape[0]
         P = sp.vstack([pos[j] for j in labels], format="csr")
         sizes = np.array([pos[j].shape[0] for j in labels], dtype=np.int64)
@@ -242,10 +239,7 @@ class FewShotRankers:
         from .few_shot_chars import centroids
 
         ids = np.asarray(labels, dtype=np.int64)
-        own = ids[ids < memory.Y.shape[1]]
-        carries = np.asarray(sp.csc_matrix(memory.Y)[:, own].getnnz(axis=1)).ravel() > 0 if own.size else \
-            np.zeros(len(memory), dtype=bool)
-        negatives = memory.char_rows(self.chars)[np.flatnonzero(~carries)]
+        negatives = memory.char_rows(self.chars)[np.flatnonzero(~_carriers(memory, ids))]
         C, loo, values = centroids([pos[j] for j in labels], negatives, FEW)
         sketches = [negative_sketch(v) for v in values]
         tails = np.array([t for t, _ in sketches], dtype=np.float32).reshape(len(labels), TAIL)
@@ -370,6 +364,15 @@ class FewShotRankers:
                 not np.isin(stage.pos_owner, ids).all() or not np.all(stage.omega >= 1.0):
             raise ModelFormatError(f"{where}: the few-shot rankers do not match the model's labels or features")
         return stage
+
+
+def _carriers(memory, ids: np.ndarray) -> np.ndarray:
+    """Per remembered row, whether it carries one of the labels ``ids`` (those among its columns): such a row is
+    among the labels' positives, never a negative."""
+    own = ids[ids < memory.Y.shape[1]]
+    if not own.size:
+        return np.zeros(len(memory), dtype=bool)
+    return np.asarray(sp.csc_matrix(memory.Y)[:, own].getnnz(axis=1)).ravel() > 0
 
 
 def _stack(parts: list[FewShotRankers], d: int, bias: float, chars=None) -> FewShotRankers:

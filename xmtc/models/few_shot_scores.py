@@ -33,17 +33,15 @@ def probability(values: np.ndarray, loo: np.ndarray, neg_tail: np.ndarray, neg_r
     out = np.zeros((n, m), dtype=np.float64)
     if m == 0 or n == 0:
         return out
-    loo = np.sort(np.asarray(loo, dtype=np.float64), axis=1)  # -inf padding first
-    stats = (loo, np.asarray(neg_tail, dtype=np.float64), np.asarray(neg_ranks, dtype=np.float64),
-             np.asarray(omega, dtype=np.float64))
+    stats = _stats(loo, neg_tail, neg_ranks, omega)
+    loo = stats[0]
     if best_below is None:
-        best_below = interpolation_points(*stats)
+        best_below = _best_below(stats)
     step = max(1, CHUNK // (m * stats[1].shape[1]))
     for r0 in range(0, n, step):
         S = values[r0:r0 + step]
         at = (loo[None, :, :] <= S[:, :, None]).sum(axis=2)  # values at or below s, the padding among them
-        below = np.take_along_axis(best_below[None, :, :].repeat(S.shape[0], axis=0),
-                                   np.maximum(at - 1, 0)[:, :, None], axis=2)[:, :, 0]
+        below = np.take_along_axis(best_below[None, :, :], np.maximum(at - 1, 0)[:, :, None], axis=2)[:, :, 0]
         out[r0:r0 + step] = np.maximum(_ratio(S, *stats), np.where(at > 0, below, 0.0))
     return out
 
@@ -53,9 +51,18 @@ def interpolation_points(loo: np.ndarray, neg_tail: np.ndarray, neg_ranks: np.nd
     """Per label (m, FEW), the precision at each of its leave-one-out values sorted from the lowest up, the best
     so far (the ``-inf`` padding, no threshold: 0): what :func:`probability` interpolates with, the same for every
     text."""
-    loo = np.sort(np.asarray(loo, dtype=np.float64), axis=1)
-    stats = (loo, np.asarray(neg_tail, dtype=np.float64), np.asarray(neg_ranks, dtype=np.float64),
-             np.asarray(omega, dtype=np.float64))
+    return _best_below(_stats(loo, neg_tail, neg_ranks, omega))
+
+
+def _stats(loo, neg_tail, neg_ranks, omega) -> tuple[np.ndarray, ...]:
+    """The arrays as :func:`_ratio` reads them: float64, each label's leave-one-out values sorted (padding first)."""
+    return (np.sort(np.asarray(loo, dtype=np.float64), axis=1), np.asarray(neg_tail, dtype=np.float64),
+            np.asarray(neg_ranks, dtype=np.float64), np.asarray(omega, dtype=np.float64))
+
+
+def _best_below(stats: tuple[np.ndarray, ...]) -> np.ndarray:
+    """:func:`interpolation_points` of arrays made by :func:`_stats`."""
+    loo = stats[0]
     return np.maximum.accumulate(np.where(np.isfinite(loo), _ratio(loo.T, *stats).T, 0.0), axis=1)
 
 

@@ -271,12 +271,8 @@ def _widened_memory(kept, d: int):
     if kept is None or kept.X.shape[1] == d:
         return kept
     from ..linear.update import widened_rows
-    from .memory import TrainingMemory
 
-    out = TrainingMemory(widened_rows(kept.X, d), kept.Y, kept.seen, kept.capacity, kept.seed, kept.draws,
-                         texts=kept.texts)
-    out._char_cache = kept._char_cache  # the same texts
-    return out
+    return kept.with_rows(widened_rows(kept.X, d))
 
 
 def _widened_stage(stage, d: int):

@@ -59,6 +59,13 @@ class TrainingMemory:
             self._char_cache = (featurizer, featurizer.transform(self.texts))  # the texts are cut already
         return self._char_cache[1]
 
+    def with_rows(self, X: sp.csr_matrix) -> "TrainingMemory":
+        """The same memory over other feature rows of the same documents (a grown vocabulary's, widened): labels,
+        texts, counts and the texts' character rows carry over."""
+        out = TrainingMemory(X, self.Y, self.seen, self.capacity, self.seed, self.draws, texts=self.texts)
+        out._char_cache = self._char_cache
+        return out
+
     @classmethod
     def sample(cls, X: sp.csr_matrix, Y: sp.csr_matrix, capacity: int, seed: int = 0,
                texts: list[str] | None = None) -> "TrainingMemory":
@@ -106,12 +113,12 @@ class TrainingMemory:
             pick = np.where(from_new, len(self) + source, source)
             Xs, Ys = stacked_X[pick], stacked_Y[pick]
             if self.texts is not None and texts is not None:
-                pool = self.texts + [t[:TEXT_CHARS] for t in texts]
+                cut = [t[:TEXT_CHARS] for t in texts]
+                pool = self.texts + cut
                 self.texts = [pool[i] for i in pick]
                 if self._char_cache is not None:
                     f, rows = self._char_cache
-                    cut = f.transform([t[:TEXT_CHARS] for t in texts])
-                    self._char_cache = (f, sp.vstack([rows, cut], format="csr")[pick])
+                    self._char_cache = (f, sp.vstack([rows, f.transform(cut)], format="csr")[pick])
         if texts is None and n_new:
             self.texts, self._char_cache = None, None
         self.X, self.Y = sp.csr_matrix(Xs), sp.csr_matrix(Ys)
