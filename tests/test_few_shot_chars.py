@@ -435,3 +435,11 @@ def test_a_stored_memory_is_refused_unless_it_fits_the_model_and_its_own_counts(
         return
     with pytest.raises(ModelFormatError, match="training memory"):
         TrainingMemory.from_arrays(params, arrays, n_features, n_labels, where="m")
+
+
+def test_fit_refuses_texts_that_do_not_match_its_rows():
+    texts, labels = sample_docs(step=40)
+    model = xmtc.XRLinear(n_trees=1, max_leaf_size=16, branching=4, n_threads=1)
+    X = model.fit_featurizer(texts)
+    with pytest.raises(ConfigError, match=f"{len(texts) - 1} texts for {len(texts)} rows"):
+        model.fit(X, labels, keep_featurizer=True, texts=texts[:-1], progress=False)
