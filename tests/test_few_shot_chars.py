@@ -226,6 +226,21 @@ def test_the_memorys_character_rows_follow_its_offers_as_a_fresh_transform_would
     np.testing.assert_array_equal(mem.char_rows(f).toarray(), f.transform(mem.texts).toarray())
 
 
+def test_an_offer_cuts_character_rows_only_for_the_new_texts_that_stay(monkeypatch):
+    mem, texts = _memory_with_texts(n=8, capacity=5)
+    new = [f"offered text {i} " + "y" * i for i in range(40)]
+    f = CharNgramFeaturizer().fit(texts + new)
+    mem.char_rows(f)
+    read = []
+    real = CharNgramFeaturizer.transform
+    monkeypatch.setattr(CharNgramFeaturizer, "transform", lambda self, t: read.append(list(t)) or real(self, t))
+    mem.offer(sp.csr_matrix(np.arange(100, 140, dtype=np.float32)[:, None]), sp.csr_matrix((40, 2), dtype=np.float32),
+              new)
+    stayed = sorted(t for t in mem.texts if t in new)
+    assert 0 < len(stayed) < 5 and sorted(read[0]) == stayed  # a reservoir of 5: most offered rows do not stay
+    np.testing.assert_array_equal(mem.char_rows(f).toarray(), real(f, mem.texts).toarray())
+
+
 def test_a_fold_refit_keeps_the_remembered_texts_beside_their_rows():
     texts, labels = sample_docs(step=6)
     from xmtc.data.dataset import Dataset, label_matrix
@@ -324,6 +339,36 @@ def test_a_new_character_stage_fits_its_featurizer_and_scores_a_label_by_definit
     np.testing.assert_allclose(stage.neg_ranks[0], ranks, atol=1e-6)
     np.testing.assert_allclose(stage.pos_X.toarray(), char_rows(stage.chars, _DOCS[:3]).toarray())
     assert stage.pos_owner.tolist() == [4, 4, 4] and stage.omega.tolist() == [3.0]  # seen / remembered
+
+
+def test_a_large_learn_fits_the_featurizer_on_the_stage_labels_texts_and_reads_only_theirs(monkeypatch):
+    """A learn that brings many documents besides a few-shot label's (a fifth of yso-finna-en: 104,507 titles, 49
+    such labels) fits the featurizer on the remembered draw and the documents of labels that can join the stage,
+    and cuts character rows for those alone: the same stage as a learn of those documents only."""
+    from xmtc.models.few_shot import FEW, FewShotRankers
+    from xmtc.models.few_shot_chars import fitted_featurizer
+
+    others = ["zymurgy zeppelins", "quokka quilts", "xylophone yurts"] * (FEW // 3 + 1)
+    texts = [others[0], _DOCS[0], others[1], _DOCS[1], _DOCS[2]] + others[2:]
+    n = len(texts)
+    # rows 1, 3, 4 carry the new label 4; the others the new label 3, with more than FEW documents
+    lab = np.array([4 if t in _DOCS else 3 for t in texts])
+    Y_new = sp.csr_matrix((np.ones(n, np.float32), (np.arange(n), lab)), shape=(n, 5))
+    X_new = sp.csr_matrix((n, len(_REMEMBERED)), dtype=np.float32)
+    read = []
+    real = CharNgramFeaturizer.transform
+    monkeypatch.setattr(CharNgramFeaturizer, "transform", lambda self, t: read.append(list(t)) or real(self, t))
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([3, 4]), _text_stage_memory(),
+                                                                texts=texts, **_SOLVER)
+    want_f = fitted_featurizer(_REMEMBERED, _DOCS[:3], 5)
+    assert stage.chars.feature_names() == want_f.feature_names()
+    np.testing.assert_array_equal(stage.chars.idf_, want_f.idf_)
+    assert not any(t in others for batch in read for t in batch)  # label 3's documents were never cut
+    assert stage.label_ids.tolist() == [4]
+    c, loo, tail, ranks = _by_definition(stage.chars, _DOCS[:3], _REMEMBERED)
+    np.testing.assert_allclose(stage.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)
+    np.testing.assert_allclose(stage.loo[0, :3], loo, atol=1e-6)
+    np.testing.assert_allclose(stage.pos_X.toarray(), char_rows(stage.chars, _DOCS[:3]).toarray())
 
 
 def test_a_character_stage_refits_a_label_on_its_kept_and_new_documents_without_the_rows_that_carry_it():

@@ -140,20 +140,23 @@ def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
     parent_of, offset = _places(level)
     edited = np.zeros(level.n_nodes, dtype=np.uint8)
     edited[nodes] = 1
-    # the new weights in the layout's order: feature, parent, offset under the parent
-    W_cols.sum_duplicates()
-    col = np.repeat(np.arange(nodes.size), np.diff(W_cols.indptr))
-    rows = W_cols.indices.astype(np.int64)
-    live = (rows < d) & (W_cols.data != 0)
-    node = nodes[col[live]]
-    new_f, new_p, new_o = rows[live], parent_of[node], offset[node]
-    order = np.lexsort((new_o, new_p, new_f))
-    new_ent = np.empty(order.size, dtype=ENTRY)
-    new_ent["col"] = new_o[order]
-    new_ent["val"] = W_cols.data[live][order]
-    new_f = np.ascontiguousarray(new_f[order])
-    new_p = new_p[order].astype(np.int32)
-    S, nnz, m = level.seg.shape[0], level.ent.shape[0], order.size
+    # the new weights in the layout's order: feature, parent, offset under the parent -- the columns put in
+    # (parent, offset) order, then one csc -> csr pass (a counting sort by feature that keeps the column order
+    # within a feature; a lexsort of the 25 million weights of yso-finna-en's leaves took 3.8 s)
+    by_place = np.lexsort((offset[nodes], parent_of[nodes]))
+    R = sp.csc_matrix(W_cols[:, by_place])
+    R.sum_duplicates()
+    R.eliminate_zeros()
+    R = R.tocsr()
+    body = slice(0, int(R.indptr[d]))  # the feature rows; the bias row (d) last
+    node = nodes[by_place[R.indices[body]]]
+    m = node.size
+    new_f = np.repeat(np.arange(d, dtype=np.int64), np.diff(R.indptr[:d + 1]))
+    new_p = parent_of[node].astype(np.int32)
+    new_ent = np.empty(m, dtype=ENTRY)
+    new_ent["col"] = offset[node]
+    new_ent["val"] = R.data[body]
+    S, nnz = level.seg.shape[0], level.ent.shape[0]
     feat = np.empty((d + 1, 2), dtype=np.int64)
     seg = np.empty((S + m, 2), dtype=np.int32)
     ent = np.empty(nnz + m, dtype=ENTRY)
@@ -162,6 +165,8 @@ def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
                                   ptr(new_p, np.int32), ptr(new_ent, ENTRY), m, ptr(feat, np.int64),
                                   ptr(seg, np.int32), ptr(ent, ENTRY), ptr(counts, np.int64))
     bias_w = np.array(level.bias_w, dtype=np.float32, copy=True)
-    bias_w[nodes] = W_cols[d].toarray().ravel()
+    bias_w[nodes] = 0.0
+    bias_w[nodes[by_place[R.indices[body.stop:]]]] = R.data[body.stop:]
     return BeamLevel(n_features=d, bias=level.bias, child_ptr=level.child_ptr, child_ids=level.child_ids, feat=feat,
                      seg=seg[:counts[0]], ent=ent[:counts[1]], bias_w=bias_w)
+

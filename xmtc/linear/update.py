@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import logging
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import scipy.sparse as sp
@@ -76,6 +77,7 @@ from ..index.tree import LabelTree
 from .beam import BeamLevel, beam_step, prepare_features, root_beam
 from .beam_edit import grown, merged, node_columns, replaced
 from .hierarchy import HierarchicalLinearModel
+from ..native import resolve_threads
 from .negatives import active_mask, check_negatives
 
 log = logging.getLogger(__name__)
@@ -199,50 +201,64 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
     apart = warm != "dual"  # fresh labels: fitted with the rest on the full objective, else against the memory
     use_man = negatives != "tfn"
     beam_ids, beam_sc = root_beam(X.shape[0])
-    new_levels: list[BeamLevel] = []
     report = {"warm": warm, "new_labels": int(Y_new.shape[1] - L_old), "placement": placement.tolist(),
               "fresh": int(fit_fresh.size), "refitted": []}
+    def one_level(t: int, beam_ids) -> tuple[BeamLevel, int]:
+        """Level ``t`` after the update and the nodes it refitted."""
+        t0 = time.perf_counter()
+        C, lv = chain[t], levels[t]
+        parent_of = C.indices.astype(np.int32)
+        active = active_mask(negatives, t, targets, beam_ids if use_man else None)
+        changed = changed_nodes(parent_of, active[n_old:], targets_new[t])
+        last = t == len(chain) - 1
+        # the level's own layout, grown to the features and nodes of the update; only the edited nodes change,
+        # in one pass over the level's entries (the edits in order: a node's last edit stands)
+        level = grown(lv, d, parent_of, C.shape[1])
+        edits = []
+        if last:  # fresh labels start cold; the others' refits from their old weights
+            edits += [(fit_fresh, sp.csc_matrix((d + 1, fit_fresh.size), dtype=np.float32)),
+                      _never(fresh[~documented], d, lv.bias)]
+            # with the old rows replayed the fresh labels are refitted with the rest, else against the memory
+            changed = np.setdiff1d(changed, fresh) if apart else \
+                np.union1d(np.setdiff1d(changed, fresh[~documented]), fit_fresh)
+        if changed.size:
+            init = node_columns(level, changed)
+            if last:
+                init = _zeroed(init, np.isin(changed, fit_fresh))
+            if sample is not None:
+                edits.append((changed, _refit_sampled(
+                    X, targets[t][:, changed], active, X_s, sample_targets[t][:, changed],
+                    active_mask("tfn", t, sample_targets), parent_of[changed], init, lv.bias, n_threads,
+                    solver_kw, curvature)))
+            else:
+                edits.append((changed, _refit(X, targets[t][:, changed], parent_of[changed], active, init, warm,
+                                              n_threads, solver_kw, curvature)))
+        if last and fit_fresh.size and apart:
+            edits.append((fit_fresh, _fit_fresh(tree, X_new, Y_new, memory, fit_fresh, parent_of, negatives,
+                                                n_threads, fresh_C, solver_kw)))
+        level = replaced(level, *merged(edits))
+        refitted = int(changed.size + (fit_fresh.size if last and apart else 0))
+        log.info("update level %d/%d: refitted %d of %d nodes on %d rows (%s), %.1fs", t + 1, len(chain),
+                 refitted, C.shape[0], X.shape[0], warm, time.perf_counter() - t0)
+        bar.update(1)
+        return level, refitted
+
     bar = progress_bar(progress, total=len(chain), desc="updating levels", unit="level")
     try:
-        for t, (C, lv) in enumerate(zip(chain, levels)):
-            t0 = time.perf_counter()
-            parent_of = C.indices.astype(np.int32)
-            active = active_mask(negatives, t, targets, beam_ids if use_man else None)
-            changed = changed_nodes(parent_of, active[n_old:], targets_new[t])
-            last = t == len(chain) - 1
-            # the level's own layout, grown to the features and nodes of the update; only the edited nodes change,
-            # in one pass over the level's entries (the edits in order: a node's last edit stands)
-            level = grown(lv, d, parent_of, C.shape[1])
-            edits = []
-            if last:  # fresh labels start cold; the others' refits from their old weights
-                edits += [(fit_fresh, sp.csc_matrix((d + 1, fit_fresh.size), dtype=np.float32)),
-                          _never(fresh[~documented], d, lv.bias)]
-                # with the old rows replayed the fresh labels are refitted with the rest, else against the memory
-                changed = np.setdiff1d(changed, fresh) if apart else \
-                    np.union1d(np.setdiff1d(changed, fresh[~documented]), fit_fresh)
-            if changed.size:
-                init = node_columns(level, changed)
-                if last:
-                    init = _zeroed(init, np.isin(changed, fit_fresh))
-                if sample is not None:
-                    edits.append((changed, _refit_sampled(
-                        X, targets[t][:, changed], active, X_s, sample_targets[t][:, changed],
-                        active_mask("tfn", t, sample_targets), parent_of[changed], init, lv.bias, n_threads,
-                        solver_kw, curvature)))
-                else:
-                    edits.append((changed, _refit(X, targets[t][:, changed], parent_of[changed], active, init, warm,
-                                                  n_threads, solver_kw, curvature)))
-            if last and fit_fresh.size and apart:
-                edits.append((fit_fresh, _fit_fresh(tree, X_new, Y_new, memory, fit_fresh, parent_of, negatives,
-                                                    n_threads, fresh_C, solver_kw)))
-            level = replaced(level, *merged(edits))
-            new_levels.append(level)
-            if use_man and not last:
-                beam_ids, beam_sc = beam_step(X, level, beam_ids, beam_sc, beam_size, n_threads=n_threads)
-            report["refitted"].append(int(changed.size + (fit_fresh.size if last and apart else 0)))
-            log.info("update level %d/%d: refitted %d of %d nodes on %d rows (%s), %.1fs", t + 1, len(chain),
-                     report["refitted"][-1], C.shape[0], X.shape[0], warm, time.perf_counter() - t0)
-            bar.update(1)
+        if use_man:  # a level's negatives come from the beam through the levels above it: one after the other
+            done = []
+            for t in range(len(chain)):
+                done.append(one_level(t, beam_ids))
+                if t < len(chain) - 1:
+                    beam_ids, beam_sc = beam_step(X, done[-1][0], beam_ids, beam_sc, beam_size, n_threads=n_threads)
+        else:  # teacher-forced negatives: the levels are independent, and the leaves (the bulk) run beside the
+            # others (their sparse products and sorts release the GIL; the solver's threads share the cores)
+            workers = min(2, resolve_threads(n_threads), len(chain))
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                futures = {t: pool.submit(one_level, t, None) for t in [len(chain) - 1, *range(len(chain) - 1)]}
+                done = [futures[t].result() for t in range(len(chain))]
+        new_levels = [level for level, _ in done]
+        report["refitted"] = [n for _, n in done]
     finally:
         bar.close()
     out = HierarchicalLinearModel()

@@ -116,9 +116,14 @@ class TrainingMemory:
                 cut = [t[:TEXT_CHARS] for t in texts]
                 pool = self.texts + cut
                 self.texts = [pool[i] for i in pick]
-                if self._char_cache is not None:
+                if self._char_cache is not None:  # the rows of the new texts that stay, not of all offered
                     f, rows = self._char_cache
-                    self._char_cache = (f, sp.vstack([rows, f.transform(cut)], format="csr")[pick])
+                    n_old = rows.shape[0]
+                    stay = np.unique(pick[pick >= n_old]) - n_old
+                    at = np.arange(n_old + n_new)  # a stacked row's place among the old rows and the staying ones
+                    at[n_old + stay] = n_old + np.arange(stay.size)
+                    self._char_cache = (f, sp.vstack([rows, f.transform([cut[i] for i in stay.tolist()])],
+                                                     format="csr")[at[pick]])
         if texts is None and n_new:
             self.texts, self._char_cache = None, None
         self.X, self.Y = sp.csr_matrix(Xs), sp.csr_matrix(Ys)
