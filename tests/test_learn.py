@@ -438,6 +438,28 @@ def test_sampled_centre_cancels_the_samples_gradient_at_the_old_weights():
         assert np.abs(grad).max() < 1e-4, k
 
 
+def test_the_solvers_sampled_centre_is_the_reference_centre():
+    """The kernel moves the centre block by block (``train_level(sample_rows=)``); the refit it gives equals the
+    proximal refit around :func:`sampled_centre`'s numpy centre, with new rows, a grown vocabulary's looser hold
+    and the bias hold; a centre that drops the sample's gradient, or doubles it, is far from it."""
+    from xmtc.linear.update import _refit, _refit_sampled, sampled_centre
+
+    X_s, Y_s, A_s, parent_of, W = _sampled_problem(seed=5)
+    X_n, Y_n, A_n, _, _ = _sampled_problem(seed=6)
+    d = X_s.shape[1]
+    h = np.r_[np.ones(d - 5), np.full(5, 0.25)]
+    kw = dict(C_pos=0.6, C_neg=0.4, bias=1.0, tol=1e-6, max_iter=5000, threshold=0.0)
+    got = _refit_sampled(X_n, Y_n, A_n, X_s, Y_s, A_s, parent_of, W, 1.0, 1, kw, h).toarray()
+    both = [sp.vstack([a, b], format="csr") for a, b in ((X_s, X_n), (Y_s, Y_n), (A_s, A_n))]
+    centre = sampled_centre(X_s, Y_s, A_s, parent_of, W, 1.0, kw, h)
+    want = _refit(both[0], both[1], parent_of, both[2], centre, "proximal", 1, kw, h).toarray()
+    np.testing.assert_allclose(got, want, atol=2e-4)
+    assert np.abs(want - W.toarray()).max() > 0.05  # the new rows move the weights: the comparison has teeth
+    for wrong in (W, sp.csc_matrix(2 * centre - W)):  # no shift; the shift doubled
+        other = _refit(both[0], both[1], parent_of, both[2], wrong, "proximal", 1, kw, h).toarray()
+        assert np.abs(other - got).max() > 0.01
+
+
 def test_a_sampled_replay_without_new_rows_keeps_the_old_weights_the_unshifted_one_drifts():
     """The old weights minimise the old objective, so the sample may only add curvature: with no new row active
     the refit stays where it was. The sample replayed around the old weights themselves (the remembered rows

@@ -31,7 +31,7 @@ _SIGNATURES = {
     "xmtc_train_batch": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
                         + [_p] * 4 + [_c_int],
     "xmtc_train_batch_warm": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
-                             + [_p] * 4 + [_p] * 3 + [_c_int, _c_int],
+                             + [_p] * 4 + [_p] * 3 + [_c_int, _c_i64, _c_int],
     "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
     "xmtc_kmeans_split_level": [_p, _p, _p, _c_i64] + [_p] * 6 + [_c_i64, _c_i64, _c_int, _c_int],
     "xmtc_layout_edit": [_c_i64] + [_p] * 9 + [_c_i64] + [_p] * 4,

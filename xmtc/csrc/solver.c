@@ -461,6 +461,7 @@ typedef struct {
     const int32_t *w0_ind;
     const float *w0_val;
     int warm;                   /* 0 cold, 1 proximal, 2 dual (see warm_start) */
+    int64_t n_sample;           /* proximal: rows with a global id below it are a sampled replay (warm_sampled) */
     int failed;
 } train_args_t;
 
@@ -547,6 +548,50 @@ XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, 
     }
 }
 
+/* Proximal mode with a sampled replay (xmtc.linear.update, module doc 3.): the block's rows with a global id
+ * below n_sample are remembered training rows, and the centre of the proximal term moves so that their loss's
+ * gradient at the old weights is cancelled, c = w_old - sum_i (y_i max(0, 1 - y_i w_old.x_i) / D_ii) x_i over
+ * each lane's sample rows (2 C_i = 1 / D_ii); w := c and alpha := 0, so the descent minimises
+ * 0.5 ||w - c||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^2 over all the rows. The rows are in the caller's scaled
+ * coordinates, where c is this sum (update.sampled_centre computes the same in numpy: the reference the tests
+ * compare with). The block's rows ascend by global id: its sample rows come first. */
+XMTC_HOT static void warm_sampled(const train_args_t *a, scratch_t *s, int64_t r0, int64_t m, const int32_t *prow,
+                                  int64_t u, int nl) {
+    float *wf = s->w;
+    const int64_t ub = u * LANES;
+    const int64_t ms = lower_bound_i32(prow, m, (int32_t)(a->n_sample < INT32_MAX ? a->n_sample : INT32_MAX));
+    double *coef = s->alpha;  /* scratch, zero again when the descent starts */
+    for (int64_t i = 0; i < ms; i++) {
+        const int64_t r = r0 + i;
+        double g[LANES];
+        for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
+        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+            const float *wr = wf + (int64_t)a->lind[q] * LANES;
+            const double v = (double)a->lval[q];
+            for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
+        }
+        for (int b = 0; b < LANES; b++) {
+            const int8_t y = b < nl ? s->yv[i * LANES + b] : 0;
+            const double slack = y ? 1.0 - (double)y * g[b] : 0.0;
+            coef[i * LANES + b] = slack > 0.0 ? -(double)y * slack / (y > 0 ? a->dpos : a->dneg) : 0.0;
+        }
+    }
+    for (int64_t i = 0; i < ms; i++) {
+        const int64_t r = r0 + i;
+        const double *dl = coef + i * LANES;
+        int any = 0;
+        for (int b = 0; b < LANES; b++) any |= dl[b] != 0.0;
+        if (!any) continue;
+        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+            float *wr = wf + (int64_t)a->lind[q] * LANES;
+            const double v = (double)a->lval[q];
+            for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
+        }
+        for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * a->bias);
+    }
+    memset(coef, 0, (size_t)ms * LANES * sizeof(double));
+}
+
 /* Proximal mode: old weights of output k on features outside the block, which the rows could not move. */
 static int64_t kept_old(const train_args_t *a, int64_t k, const int32_t *gid, int64_t u, int32_t *orow, float *oval) {
     int64_t n = 0;
@@ -630,6 +675,7 @@ static void train_worker(void *ctx, int t) {
                 if (a->warm == 1) n_kept[lane] = kept_old(a, outs[lane], gid, u, NULL, NULL);
             }
             if (a->warm == 2) warm_dual(a, &s, r0, m, u, nl);
+            if (a->warm == 1 && a->n_sample > 0) warm_sampled(a, &s, r0, m, prow, u, nl);
         }
         dcd_block(a->lptr, a->lind, a->lval, r0, m, a->rsq, &s, u, nl, a->bias, a->dpos, a->dneg, a->eps,
                   a->max_iter, iters);
@@ -695,12 +741,13 @@ XMTC_API int xmtc_train_batch(const int64_t *lptr, const int32_t *lind, const fl
     train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
                       bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
-                      NULL, NULL, NULL, 0, 0};
+                      NULL, NULL, NULL, 0, 0, 0};
     return train_batch(&a, n_threads);
 }
 
 /* xmtc_train_batch started from old weights: w0 (csc over d + 1 rows, one column per output) and the
- * warm mode, 1 proximal or 2 dual (see warm_load). */
+ * warm mode, 1 proximal or 2 dual (see warm_load); n_sample: proximal, the rows below it a sampled replay
+ * (warm_sampled), 0 none. */
 XMTC_API int xmtc_train_batch_warm(const int64_t *lptr, const int32_t *lind, const float *lval, const double *rsq,
                                    const int32_t *rows, const uint8_t *row_active, const int64_t *row_off,
                                    const int32_t *feat, const int32_t *lpos, const int64_t *feat_off,
@@ -710,10 +757,11 @@ XMTC_API int xmtc_train_batch_warm(const int64_t *lptr, const int32_t *lind, con
                                    double eps, int64_t max_iter, double threshold, int32_t bias_row, int64_t max_m,
                                    int64_t max_u, int32_t *o_rows, float *o_vals, int64_t cap, int64_t *o_used,
                                    int64_t *res_start, int64_t *res_count, int64_t *res_iter, const int64_t *w0_ptr,
-                                   const int32_t *w0_ind, const float *w0_val, int warm, int n_threads) {
+                                   const int32_t *w0_ind, const float *w0_val, int warm, int64_t n_sample,
+                                   int n_threads) {
     train_args_t a = {lptr, lind, lval, rsq, rows, row_active, row_off, feat, lpos, feat_off, n_feat, y_ptr, y_ind,
                       blk_out, blk_parent, work, work_off, progress, bias, dpos, dneg, eps, max_iter, threshold,
                       bias_row, max_m, max_u, o_rows, o_vals, cap, o_used, res_start, res_count, res_iter,
-                      w0_ptr, w0_ind, w0_val, warm, 0};
+                      w0_ptr, w0_ind, w0_val, warm, n_sample, 0};
     return train_batch(&a, n_threads);
 }

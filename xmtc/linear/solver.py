@@ -161,7 +161,7 @@ def _prepare(X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, thresho
 # --------------------------------------------------------------------------------------------------
 
 def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=0.1, max_iter=100,
-                threshold=0.05, n_threads=None, init=None, warm=None) -> sp.csc_matrix:
+                threshold=0.05, n_threads=None, init=None, warm=None, sample_rows: int = 0) -> sp.csc_matrix:
     """Train one L2-loss linear SVM per column of ``Y`` on the rows its parent makes active.
 
     Parameters
@@ -177,6 +177,9 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
         default every CPU the process may use; the result does not depend on it.
     init : (d + 1, K) sparse old weights to start from, with ``warm`` "proximal" or "dual" (module doc).
         Proximal keeps an output's old weights on features that none of its rows has.
+    sample_rows : proximal only: the first ``sample_rows`` rows of ``X`` are a sampled replay of old training
+        rows, and the proximal centre moves to cancel their loss's gradient at ``init``
+        (:func:`xmtc.linear.update.sampled_centre`, computed here in the kernel, block by block).
 
     Returns
     -------
@@ -190,7 +193,8 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
     scores below zero everywhere it was trained.
     """
     return _train(X, Y, parent_of, active, C_pos=C_pos, C_neg=C_neg, bias=bias, tol=tol,
-                  max_iter=max_iter, threshold=threshold, n_threads=n_threads, init=init, warm=warm)[0]
+                  max_iter=max_iter, threshold=threshold, n_threads=n_threads, init=init, warm=warm,
+                  sample_rows=sample_rows)[0]
 
 
 _WARM = {None: 0, "proximal": 1, "dual": 2}
@@ -210,8 +214,11 @@ def _warm_arrays(init, warm, shape):
 
 
 def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads, init=None,
-           warm=None):
+           warm=None, sample_rows: int = 0):
     """train_level, also returning the epochs each output ran (max_iter means it did not converge)."""
+    sample_rows = int(sample_rows)
+    if sample_rows and (warm != "proximal" or not 0 < sample_rows <= X.shape[0]):
+        raise ConfigError(f"sample_rows={sample_rows} needs warm='proximal' and at most the {X.shape[0]} rows")
     (X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads) = _prepare(
         X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads)
     n, d = X.shape
@@ -313,7 +320,8 @@ def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, thresh
         progress = work_off[:-1].copy()
         while True:
             before = progress.copy()
-            warm_args = (ptr(w0_ptr, np.int64), ptr(w0_ind, np.int32), ptr(w0_val, np.float32), mode) if mode else ()
+            warm_args = (ptr(w0_ptr, np.int64), ptr(w0_ind, np.int32), ptr(w0_val, np.float32), mode,
+                         sample_rows) if mode else ()
             native.check((kern.xmtc_train_batch_warm if mode else kern.xmtc_train_batch)(
                 ptr(lptr, np.int64), ptr(lind, np.int32), ptr(lval, np.float32), ptr(rsq, np.float64),
                 ptr(rows, np.int32), ptr(row_active, np.uint8), ptr(row_off, np.int64), ptr(feat, np.int32),
