@@ -29,7 +29,8 @@ The tree and the feature space stay; what changes:
      point the old weights imply, which is what a retrain on the union would converge to.
    * proximal with a **sampled replay** (``sample=(X_s, Y_s)``: a uniform sample of the old training rows, the
      model's memory): the sample's loss joins the proximal objective, its gradient at ``w_old`` removed
-     (a control variate, :func:`sampled_centre`)::
+     (a control variate; the solver's kernel moves the centre block by block, :func:`sampled_centre` is its
+     numpy reference)::
 
          min_w  a/2 ||w - c||_H^2 + C loss(new rows, w) + C loss(sample, w),
          c = w_old + C H^-1 grad loss(sample, w_old) / a

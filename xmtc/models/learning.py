@@ -29,8 +29,10 @@ Which methods can (``XMCModel.can_learn``), and what they do:
   documents it does not hold. The anchor alone follows the new
   documents' label mix too far (labels the 20% sample has more of come first too often, benchmarks/RESULTS.md):
   on yso-finna-en test P@1 35.92 -> 35.99 (35.99-36.01 over four draws and anchors; 36.06 replaying all 50,000
-  remembered rows, at ~0.45x the retrain's CPU time), P@5 15.48 -> 15.52, ECE@5 1.61% -> 1.59% (36.38 / 15.62 /
-  1.39% retrained), the whole `xmtc learn` in 54.7 CPU seconds against 41.1 (0.36x the retrain's 151.9).
+  remembered rows), P@5 15.48 -> 15.52, ECE@5 1.61% -> 1.59% (36.38 / 15.62 / 1.39% retrained). The solver
+  moves the centre block by block from the sample rows it holds (:func:`xmtc.linear.update._refit_sampled`), so
+  the replay costs its rows in the refit: the whole `xmtc learn` in 33 s wall against 27 s without it and 90 s
+  for the retrain, on a quiet 2-core machine (benchmarks/RESULTS.md, 2026-11-28).
   ``sampled_replay=False`` (``xmtc learn --no-sampled-replay``) keeps the anchor alone.
   With the old documents at hand, ``replay=(X_old, Y_old)`` refits on old + new instead (the node's full objective,
   dual-warm-started): as accurate as a retrain on the same tree, but no faster than one. A label learned from
