@@ -85,3 +85,30 @@ def test_auto_trees_count_the_labels_with_documents_not_a_vocabularys_docless_on
     wide = sp.hstack([Y, sp.csr_matrix((Y.shape[0], AUTO_TREES_MAX_LABELS), dtype=np.float32)], format="csr")
     model = xmtc.XRLinear(max_leaf_size=4, n_threads=1).fit(X, wide, progress=False)
     assert len(model.models_) == AUTO_TREES == 2
+
+
+def test_two_trees_fitted_side_by_side_equal_those_fitted_one_after_the_other(small, monkeypatch):
+    """With two threads the trees are fitted two at a time; each is the tree a one-thread fit makes (the
+    solver's result does not depend on its threads), in its place; they ran in the pool, not the caller's thread."""
+    import threading
+
+    from xmtc.methods.xr_linear import estimator
+
+    X, Y, _ = small
+    cfg = dict(n_trees=2, branching=2, max_leaf_size=3, threshold=0.0)
+    one = xmtc.XRLinear(n_threads=1, **cfg).fit(X, Y, progress=False)
+    seen, real = set(), estimator.plain_linear_fit
+
+    def fit(*a, **k):
+        seen.add(threading.get_ident())
+        return real(*a, **k)
+
+    monkeypatch.setattr(estimator, "plain_linear_fit", fit)
+    two = xmtc.XRLinear(n_threads=2, **cfg).fit(X, Y, progress=False)
+    assert seen and threading.get_ident() not in seen
+    assert [m.level_sizes for m in two.models_] == [m.level_sizes for m in one.models_]
+    assert one.models_[0].level_sizes != [12]  # a real tree, and the two trees differ in their seeds
+    for a, b in zip(one.models_, two.models_):
+        for la, lb in zip(a.levels_, b.levels_):
+            assert np.array_equal(la.ent, lb.ent) and np.array_equal(la.bias_w, lb.bias_w)
+    assert not all(np.array_equal(x.ent, y.ent) for x, y in zip(one.models_[0].levels_, one.models_[1].levels_))
