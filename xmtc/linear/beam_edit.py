@@ -169,4 +169,3 @@ def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
     bias_w[nodes[by_place[R.indices[body.stop:]]]] = R.data[body.stop:]
     return BeamLevel(n_features=d, bias=level.bias, child_ptr=level.child_ptr, child_ids=level.child_ids, feat=feat,
                      seg=seg[:counts[0]], ent=ent[:counts[1]], bias_w=bias_w)
-

@@ -75,10 +75,10 @@ import scipy.sparse as sp
 
 from ..errors import ConfigError
 from ..index.tree import LabelTree
+from ..native import resolve_threads
 from .beam import BeamLevel, beam_step, prepare_features, root_beam
 from .beam_edit import grown, merged, node_columns, replaced
 from .hierarchy import HierarchicalLinearModel
-from ..native import resolve_threads
 from .negatives import active_mask, check_negatives
 
 log = logging.getLogger(__name__)
@@ -204,6 +204,7 @@ def update(model: HierarchicalLinearModel, X_new, Y_new, *, warm: str = "proxima
     beam_ids, beam_sc = root_beam(X.shape[0])
     report = {"warm": warm, "new_labels": int(Y_new.shape[1] - L_old), "placement": placement.tolist(),
               "fresh": int(fit_fresh.size), "refitted": []}
+
     def one_level(t: int, beam_ids) -> tuple[BeamLevel, int]:
         """Level ``t`` after the update and the nodes it refitted."""
         t0 = time.perf_counter()
@@ -335,10 +336,7 @@ def sampled_centre(X_s, Y_s, active_s, parent_of, init, bias, solver_kw, curvatu
     G.data = G.data / hold[G.indices]
     inverse = np.empty_like(order)
     inverse[order] = np.arange(order.size)
-    # sorted within each output by two counting passes (csr -> csc -> csr): the sum of a product comes unsorted,
-    # and sorting its rows in place took 3-4 s of a fifth of yso-finna-en's learn
-    centre = sp.csr_matrix((Wt + G)[inverse], dtype=np.float32).tocsc().tocsr()
-    return sp.csc_matrix(centre.T)
+    return sp.csc_matrix((Wt + G)[inverse].T, dtype=np.float32)
 
 
 def _onehot(parent_of, P: int) -> sp.csr_matrix:

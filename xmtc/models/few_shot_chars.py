@@ -31,8 +31,8 @@ carriers against 34.1% and failed the bar on one draw of five (benchmarks/RESULT
 **The featurizer** is fitted at the first learn that needs it, on the documents of the labels that join the
 stage (not on every text of the learn: a fifth of yso-finna-en learned at once brings 104,507 titles, and
 fitting on them all took 18 s) and a seeded draw of the remembered texts up to :data:`FIT_CHARS` characters
-(~5,700 titles, ~700 Reuters stories), and kept with the stage: later learns and predictions read texts with the same n-grams and idf (an n-gram it never saw is
-left out, as the TF-IDF does with words).
+(~5,700 titles, ~700 Reuters stories), and kept with the stage: later learns and predictions read texts with
+the same n-grams and idf (an n-gram it never saw is left out, as the TF-IDF does with words).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ Which methods can (``XMCModel.can_learn``), and what they do:
   on yso-finna-en test P@1 35.92 -> 35.99 (35.99-36.01 over four draws and anchors; 36.06 replaying all 50,000
   remembered rows), P@5 15.48 -> 15.52, ECE@5 1.61% -> 1.59% (36.38 / 15.62 / 1.39% retrained). The solver
   moves the centre block by block from the sample rows it holds (:func:`xmtc.linear.update._refit_sampled`), so
-  the replay costs its rows in the refit: the whole `xmtc learn` in 33 s wall against 27 s without it and 90 s
-  for the retrain, on a quiet 2-core machine (benchmarks/RESULTS.md, 2026-11-28).
+  the replay costs its rows in the refit: the whole `xmtc learn` in 24 s wall against the retrain's 77 s (0.31x,
+  medians on a quiet 2-core machine, benchmarks/RESULTS.md, 2026-11-28).
   ``sampled_replay=False`` (``xmtc learn --no-sampled-replay``) keeps the anchor alone.
   With the old documents at hand, ``replay=(X_old, Y_old)`` refits on old + new instead (the node's full objective,
   dual-warm-started): as accurate as a retrain on the same tree, but no faster than one. A label learned from
@@ -177,7 +177,7 @@ def learn_tree_model(model, X: Any, Y: Any, *, labels=None, replay=None, anchor:
     texts = None if sp.issparse(X) or isinstance(X, np.ndarray) else check_texts(X)  # None: feature rows
     new_models = []
     # the few-shot stage reads the memory as it was and the new rows, nothing the trees' update makes: it is
-    # fitted beside it, in the cores' idle time (3 s of a fifth of yso-finna-en's learn, which keeps 1.6 busy)
+    # fitted beside it, in the cores' idle time (3 s of a fifth of yso-finna-en's learn, which kept 1.6 cores busy)
     with ThreadPoolExecutor(max_workers=1) as beside:
         stage = beside.submit(_few_shot_after, model, X_feat, Y_new, cold, kept if few_shot else None, texts,
                               "chars" if few_shot is True else few_shot)
