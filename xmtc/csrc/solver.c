@@ -510,18 +510,35 @@ static void warm_load(const train_args_t *a, scratch_t *s, int64_t k, int lane, 
     }
 }
 
+/* Row r's decision values in every lane, g[b] = w_b . x_r + bias w_b[bias] (the block's local features). */
+static inline void row_values(const train_args_t *a, const float *wf, int64_t ub, int64_t r, double *g) {
+    for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
+    for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+        const float *wr = wf + (int64_t)a->lind[q] * LANES;
+        const double v = (double)a->lval[q];
+        for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
+    }
+}
+
+/* w_b += dl[b] x_r in every lane, the bias feature included; nothing where every dl[b] is 0. */
+static inline void add_row(const train_args_t *a, float *wf, int64_t ub, int64_t r, const double *dl) {
+    int any = 0;
+    for (int b = 0; b < LANES; b++) any |= dl[b] != 0.0;
+    if (!any) return;
+    for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
+        float *wr = wf + (int64_t)a->lind[q] * LANES;
+        const double v = (double)a->lval[q];
+        for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
+    }
+    for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * a->bias);
+}
+
 XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, int64_t m, int64_t u, int nl) {
     float *wf = s->w;
     const int64_t ub = u * LANES;
     for (int64_t i = 0; i < m; i++) {
-        const int64_t r = r0 + i;
         double g[LANES];
-        for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            const float *wr = wf + (int64_t)a->lind[q] * LANES;
-            const double v = (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
-        }
+        row_values(a, wf, ub, r0 + i, g);
         for (int b = 0; b < nl; b++) {
             const int8_t y = s->yv[i * LANES + b];
             if (y == 0) continue;
@@ -531,20 +548,9 @@ XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, 
     }
     memset(wf, 0, (size_t)(u + 1) * LANES * sizeof(float));
     for (int64_t i = 0; i < m; i++) {
-        const int64_t r = r0 + i;
         double dl[LANES];
-        int any = 0;
-        for (int b = 0; b < LANES; b++) {
-            dl[b] = b < nl ? s->alpha[i * LANES + b] * (double)s->yv[i * LANES + b] : 0.0;
-            any |= dl[b] != 0.0;
-        }
-        if (!any) continue;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            float *wr = wf + (int64_t)a->lind[q] * LANES;
-            const double v = (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
-        }
-        for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * a->bias);
+        for (int b = 0; b < LANES; b++) dl[b] = b < nl ? s->alpha[i * LANES + b] * (double)s->yv[i * LANES + b] : 0.0;
+        add_row(a, wf, ub, r0 + i, dl);
     }
 }
 
@@ -562,33 +568,15 @@ XMTC_HOT static void warm_sampled(const train_args_t *a, scratch_t *s, int64_t r
     const int64_t ms = lower_bound_i32(prow, m, (int32_t)(a->n_sample < INT32_MAX ? a->n_sample : INT32_MAX));
     double *coef = s->alpha;  /* scratch, zero again when the descent starts */
     for (int64_t i = 0; i < ms; i++) {
-        const int64_t r = r0 + i;
         double g[LANES];
-        for (int b = 0; b < LANES; b++) g[b] = (double)wf[ub + b] * a->bias;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            const float *wr = wf + (int64_t)a->lind[q] * LANES;
-            const double v = (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) g[b] += (double)wr[b] * v;
-        }
+        row_values(a, wf, ub, r0 + i, g);
         for (int b = 0; b < LANES; b++) {
             const int8_t y = b < nl ? s->yv[i * LANES + b] : 0;
             const double slack = y ? 1.0 - (double)y * g[b] : 0.0;
             coef[i * LANES + b] = slack > 0.0 ? -(double)y * slack / (y > 0 ? a->dpos : a->dneg) : 0.0;
         }
     }
-    for (int64_t i = 0; i < ms; i++) {
-        const int64_t r = r0 + i;
-        const double *dl = coef + i * LANES;
-        int any = 0;
-        for (int b = 0; b < LANES; b++) any |= dl[b] != 0.0;
-        if (!any) continue;
-        for (int64_t q = a->lptr[r]; q < a->lptr[r + 1]; q++) {
-            float *wr = wf + (int64_t)a->lind[q] * LANES;
-            const double v = (double)a->lval[q];
-            for (int b = 0; b < LANES; b++) wr[b] = (float)((double)wr[b] + dl[b] * v);
-        }
-        for (int b = 0; b < LANES; b++) wf[ub + b] = (float)((double)wf[ub + b] + dl[b] * a->bias);
-    }
+    for (int64_t i = 0; i < ms; i++) add_row(a, wf, ub, r0 + i, coef + i * LANES);
     memset(coef, 0, (size_t)ms * LANES * sizeof(double));
 }
 
