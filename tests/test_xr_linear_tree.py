@@ -112,3 +112,35 @@ def test_two_trees_fitted_side_by_side_equal_those_fitted_one_after_the_other(sm
         for la, lb in zip(a.levels_, b.levels_):
             assert np.array_equal(la.ent, lb.ent) and np.array_equal(la.bias_w, lb.bias_w)
     assert not all(np.array_equal(x.ent, y.ent) for x, y in zip(one.models_[0].levels_, one.models_[1].levels_))
+
+
+def test_two_trees_side_by_side_advance_one_bar_to_its_end(small, monkeypatch):
+    """With bars on, the trees fitted side by side advance one "linear levels" bar by every level of both trees,
+    and only the fit closes it (a tree's own close would end it halfway)."""
+    import io
+
+    import tqdm.auto
+
+    X, Y, _ = small
+    bars = []
+    real = tqdm.auto.tqdm
+
+    class Recorded(real):
+        def __init__(self, *a, **k):
+            super().__init__(*a, **{**k, "file": io.StringIO()})
+            self.done, self.closed = 0, 0
+            bars.append(self)
+
+        def update(self, n=1):
+            self.done += n
+
+        def close(self):
+            self.closed += 1
+            super().close()
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Recorded)
+    model = xmtc.XRLinear(n_trees=2, branching=2, max_leaf_size=3, n_threads=2).fit(X, Y, progress=True)
+    levels = [b for b in bars if b.desc == "linear levels"]
+    assert len(levels) == 1
+    assert levels[0].total == levels[0].done == sum(len(m.level_sizes) for m in model.models_) > 2
+    assert levels[0].closed == 1

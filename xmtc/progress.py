@@ -33,8 +33,25 @@ class _Silent:
         return False
 
 
-def progress_bar(enabled: bool, **kwargs):
-    """A tqdm bar (``kwargs`` go to tqdm) when ``enabled``, else a do-nothing stand-in."""
+class _Shared(_Silent):
+    """A bar that several workers advance (the trees of one fit, fitted side by side): a worker's own ``close``
+    leaves it open for the others; its owner closes it."""
+
+    def __init__(self, bar):
+        self.bar = bar
+
+    def update(self, n=1):
+        self.bar.update(n)
+
+    def set_postfix(self, *args, **kwargs):
+        self.bar.set_postfix(*args, **kwargs)
+
+
+def progress_bar(enabled, **kwargs):
+    """A tqdm bar (``kwargs`` go to tqdm) when ``enabled`` is true, else a do-nothing stand-in; ``enabled`` may be
+    an open bar instead, which the caller then advances without closing it (``kwargs`` are ignored)."""
+    if hasattr(enabled, "update"):
+        return _Shared(enabled)
     if not enabled:
         return _Silent()
     from tqdm.auto import tqdm

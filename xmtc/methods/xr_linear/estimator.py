@@ -60,6 +60,7 @@ from ...linear.params import LinearTreeParams
 from ...models.base import XMCModel, as_label_matrix, check_texts, register
 from ...models.storage import ModelReader, ModelWriter
 from ...native import resolve_threads
+from ...progress import progress_bar
 
 # The TF-IDF featurizer and the tree ensemble are imported where they are used: a model trained on given
 # features (or loaded to score given features) then never imports the text path.
@@ -222,26 +223,32 @@ class XRLinear(XMCModel):
         del label_emb
         log.info("label trees %s built in %.1fs", [tr.level_sizes for tr in trees], time.perf_counter() - t1)
         # the trees are independent: two at a time where there are two (a tree's small levels and the work between
-        # levels leave a core idle), each with the threads given; a given linear_fit (Ray) schedules its own
+        # levels leave a core idle), each with the threads given, advancing one bar; a given linear_fit (Ray)
+        # schedules its own
         workers = 1 if linear_fit is not None else min(len(trees), 2, n_threads)
+        bar = progress_bar(progress and workers > 1, total=sum(len(tr.level_sizes) for tr in trees),
+                           desc="linear levels", unit="level")
 
         def fit_tree(t: int, tree: LabelTree) -> HierarchicalLinearModel:
             t2 = time.perf_counter()
             model = (linear_fit or plain_linear_fit)(
                 X_feat, Y, tree, negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
                 tol=cfg.tree_tol(n_trees), max_iter=cfg.max_iter, threshold=cfg.threshold,
-                beam_size=cfg.beam_size, n_threads=n_threads, progress=progress and workers == 1)
+                beam_size=cfg.beam_size, n_threads=n_threads, progress=bar if workers > 1 and progress else progress)
             log.info("tree %d/%d: levels %s, linear models %.1fs", t + 1, n_trees, tree.level_sizes,
                      time.perf_counter() - t2)
             return model
 
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
+        try:
+            if workers > 1:
+                from concurrent.futures import ThreadPoolExecutor
 
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                self.models_ = list(pool.map(fit_tree, range(len(trees)), trees))
-        else:
-            self.models_ = [fit_tree(t, tree) for t, tree in enumerate(trees)]
+                with ThreadPoolExecutor(max_workers=workers) as pool:
+                    self.models_ = list(pool.map(fit_tree, range(len(trees)), trees))
+            else:
+                self.models_ = [fit_tree(t, tree) for t, tree in enumerate(trees)]
+        finally:
+            bar.close()
         self.memory_ = self.few_shot_ = None
         if cfg.memory_rows > 0:
             from ...models.memory import TrainingMemory
