@@ -488,3 +488,39 @@ def test_fit_refuses_texts_that_do_not_match_its_rows():
     X = model.fit_featurizer(texts)
     with pytest.raises(ConfigError, match=f"{len(texts) - 1} texts for {len(texts)} rows"):
         model.fit(X, labels, keep_featurizer=True, texts=texts[:-1], progress=False)
+
+
+# -- the mutation run of f199fcb (scripts/mutate.py): a label with exactly FEW documents -------------------
+_FIVE = _DOCS + ["railway museums of wales"]  # FEW documents of one label
+
+
+def test_a_new_character_stage_fits_its_featurizer_on_a_label_with_exactly_few_documents():
+    """``counts <= FEW`` (few_shot.updated): a label with FEW documents can join, so its texts feed the fit."""
+    from xmtc.models.few_shot import FewShotRankers
+    from xmtc.models.few_shot_chars import fitted_featurizer
+
+    assert len(_FIVE) == FEW
+    X_new, Y_new = _learn_rows(FEW)
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([4]), _text_stage_memory(),
+                                                                texts=_FIVE, **_SOLVER)
+    want_f = fitted_featurizer(_REMEMBERED, _FIVE, 5)
+    assert stage.chars.feature_names() == want_f.feature_names()
+    np.testing.assert_array_equal(stage.chars.idf_, want_f.idf_)
+    assert stage.label_ids.tolist() == [4] and stage.pos_owner.tolist() == [4] * FEW
+
+
+def test_a_fresh_label_with_exactly_few_documents_joins_a_stage_that_holds_another():
+    """``before`` (few_shot._update) counts no kept documents for a label the stage does not hold: a fresh label
+    with FEW new documents joins a non-empty stage, its centroid by definition."""
+    from xmtc.models.few_shot import FewShotRankers
+
+    X_new, Y_new = _learn_rows(2)
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_new, Y_new, np.array([4]), _text_stage_memory(),
+                                                                texts=_DOCS[:2], **_SOLVER)
+    assert stage.label_ids.tolist() == [4]
+    X_five, Y_five = _learn_rows(FEW, label=3)
+    grown = stage.updated(X_five, Y_five, np.array([3]), _text_stage_memory(carry=(0, 6)), texts=_FIVE, **_SOLVER)
+    assert grown.label_ids.tolist() == [3, 4] and sorted(grown.pos_owner.tolist()) == [3] * FEW + [4, 4]
+    np.testing.assert_allclose(grown.pos_X[grown.pos_owner == 3].toarray(), char_rows(stage.chars, _FIVE).toarray())
+    c = char_rows(stage.chars, _FIVE).toarray().astype(np.float64).mean(axis=0)
+    np.testing.assert_allclose(grown.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)

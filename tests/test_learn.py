@@ -507,3 +507,63 @@ def test_cli_learn_few_shot_chooses_the_flat_scorer(files, tmp_path):
     assert kinds == {"chars": "chars", "words": "words", "off": None}
     with pytest.raises(SystemExit):
         main(["learn", str(files / "model"), str(files / "new.jsonl"), "-q", "--few-shot", "bytes"])
+
+
+def test_a_sampled_replay_refit_refuses_a_level_bias_that_is_not_the_solvers():
+    """The kernel moves the centre with the solver's bias value (``solver_kw``): a level with another bias would get
+    a centre for the wrong bias feature, so :func:`_refit_sampled` refuses it (a7b833b)."""
+    from xmtc.linear.update import _refit_sampled
+
+    X, Y, active, parent_of, W = _sampled_problem(seed=2, n=20)
+    kw = dict(C_pos=1.0, C_neg=1.0, bias=1.0, tol=1e-3, max_iter=50, threshold=0.0)
+    with pytest.raises(ConfigError, match="the level's bias 0.5 is not the solver's 1.0"):
+        _refit_sampled(X, Y, active, X, Y, active, parent_of, W, 0.5, 1, kw, None)
+
+
+def test_a_proximal_refit_without_a_bias_feature_is_the_solvers_own_and_keeps_the_old_bias_weight():
+    """With ``bias=0`` the bias weight is in no loss term: there is nothing to hold harder (``b_hold`` 1), so
+    :func:`_refit` is the solver's proximal refit itself, bit for bit, and each bias weight stays its old value
+    exactly (a BIAS_ANCHOR round trip, ``b * 10 * 0.1`` in float32, moves some by an ulp)."""
+    from xmtc.linear.solver import train_level
+    from xmtc.linear.update import _refit
+
+    X, Y, active, parent_of, W = _sampled_problem(seed=4, n=60)
+    kw = dict(C_pos=1.0, C_neg=1.0, bias=0.0, tol=1e-4, max_iter=200, threshold=0.0)
+    got = _refit(X, Y, parent_of, active, W, "proximal", 1, kw).toarray()
+    want = train_level(X, Y, parent_of, active, init=W, warm="proximal", n_threads=1, **kw).toarray()
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got[-1], W.toarray()[-1])
+    assert np.abs(got[:-1] - W.toarray()[:-1]).max() > 0.01  # the feature weights did move
+
+
+def test_update_refuses_a_sampled_replay_whose_rows_or_label_columns_do_not_fit(small):
+    """A sampled replay needs one label row per sampled document and at most the model's label columns; either
+    mismatch alone is refused before any refit."""
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    X = model.transform(texts[cut:cut + 3])
+    Y, _ = xmtc.data.label_matrix(labels[cut:cut + 3], model.labels_)
+    L = h.n_labels
+    X_s = model.transform(texts[:4])
+    for Y_s in (sp.csr_matrix((3, L), dtype=np.float32), sp.csr_matrix((4, L + 1), dtype=np.float32)):
+        with pytest.raises(ConfigError, match="the sample has shape"):
+            update(h, X, Y, warm="proximal", negatives="tfn", sample=(X_s, Y_s), threshold=0.05)
+
+
+def test_a_sampled_replay_refits_on_the_samples_own_feature_rows(small, monkeypatch):
+    """The sampled rows each level refits on are the sample's feature rows ``sample[0]`` (not its label rows)."""
+    import xmtc.linear.update as upd
+
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    X = model.transform(texts[cut:cut + 3])
+    Y, _ = xmtc.data.label_matrix(labels[cut:cut + 3], model.labels_)
+    X_s = model.transform(texts[:6])
+    Y_s, _ = xmtc.data.label_matrix(labels[:6], model.labels_)
+    seen, real = [], upd._refit_sampled
+    monkeypatch.setattr(upd, "_refit_sampled", lambda X_, Y_, a_, Xs, *rest: seen.append(Xs) or real(X_, Y_, a_, Xs,
+                                                                                                       *rest))
+    update(h, X, Y, warm="proximal", negatives="tfn", sample=(X_s, Y_s), threshold=0.05, n_threads=1)
+    assert seen
+    for Xs in seen:
+        assert Xs.shape == X_s.shape and np.array_equal(Xs.toarray(), X_s.toarray())
