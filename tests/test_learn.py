@@ -128,6 +128,40 @@ def test_a_new_label_is_placed_and_suggested_for_its_documents(small):
     assert sum(t == "brand-new" for t in top) >= len(docs) * 0.75
 
 
+def test_update_places_a_new_label_from_one_document_and_keeps_a_documentless_one_in_cluster_0(small):
+    """Two new label columns: the first without a document (a vocabulary's label), the second with one. The first
+    stays under leaf cluster 0 with the ranker that says no; the second is placed by the matcher
+    (``place_new_labels``) and fitted: one document is enough."""
+    from xmtc.linear.update import place_new_labels
+
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    L = h.n_labels
+    X = model.transform([texts[cut]])
+    Y = sp.csr_matrix((np.ones(1, np.float32), ([0], [L + 1])), shape=(1, L + 2))
+    new, report = update(h, X, Y, threshold=0.0)
+    want = place_new_labels(h, X, sp.csr_matrix(Y[:, [L + 1]]), post_processor="l3-hinge")
+    assert report["fresh"] == 1 and report["placement"] == [0, int(want[0])]
+    leaves = new.levels_[-1]
+    assert leaves.parent_of[L] == 0 and leaves.parent_of[L + 1] == int(want[0])
+    W = leaves.to_weights()
+    assert W[:-1, L].nnz == 0 and W[-1, L] < 0  # no document: a bias that says no
+    assert W[:-1, L + 1].nnz > 0  # one document: a ranker fitted on it
+
+
+def test_update_refuses_a_sampled_replay_with_man_negatives_or_a_dual_refit(small):
+    """A sampled replay is a proximal refit with teacher-forced negatives: either other choice alone is refused."""
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    X = model.transform(texts[cut:cut + 3])
+    Y, _ = xmtc.data.label_matrix(labels[cut:cut + 3], model.labels_)
+    sample = (model.memory_.X[:5], model.memory_.Y[:5])
+    with pytest.raises(ConfigError, match="sampled replay"):
+        update(h, X, Y, sample=sample, negatives="tfn+man")
+    with pytest.raises(ConfigError, match="sampled replay"):
+        update(h, X, Y, sample=sample, warm="dual", replay=(X, Y))
+
+
 def test_learning_the_held_out_part_improves_on_it_and_grows_the_vocabulary(small, tmp_path):
     model, texts, labels, cut = small
     held, held_labels = texts[cut:], labels[cut:]
