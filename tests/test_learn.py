@@ -162,6 +162,23 @@ def test_update_refuses_a_sampled_replay_with_man_negatives_or_a_dual_refit(smal
         update(h, X, Y, sample=sample, warm="dual", replay=(X, Y))
 
 
+def test_update_runs_its_levels_side_by_side_to_the_same_levels_as_one_after_the_other(small):
+    """Teacher-forced negatives make the levels independent: two workers (two threads) give each level exactly
+    what one thread, level after level, gives, sampled replay and new labels included."""
+    model, texts, labels, cut = small
+    h = model.models_[0]
+    known = [[x for x in ls if x in model.labels_.index] for ls in labels[cut:cut + 40]]
+    X = model.transform(texts[cut:cut + 40])
+    Y, _ = xmtc.data.label_matrix(known, model.labels_)
+    Y = sp.hstack([Y, sp.csr_matrix((np.ones(3, np.float32), ([0, 1, 2], [0, 0, 0])), shape=(40, 1))], format="csr")
+    sample = (model.memory_.X[:30], model.memory_.Y[:30])
+    one, r1 = update(h, X, Y, sample=sample, n_threads=1)
+    two, r2 = update(h, X, Y, sample=sample, n_threads=2)
+    assert r1["refitted"] == r2["refitted"] and len(one.levels_) == len(two.levels_) > 1
+    for a, b in zip(one.levels_, two.levels_):
+        assert np.array_equal(a.ent, b.ent) and np.array_equal(a.bias_w, b.bias_w) and np.array_equal(a.feat, b.feat)
+
+
 def test_learning_the_held_out_part_improves_on_it_and_grows_the_vocabulary(small, tmp_path):
     model, texts, labels, cut = small
     held, held_labels = texts[cut:], labels[cut:]
