@@ -150,7 +150,7 @@ TARGETS = [
       " or test_few_shot_chars.py"],
      OPEN_OPS),
     ("xmtc/linear/update.py", ["place_new_labels", "extended_tree", "changed_nodes", "fresh_columns", "update",
-                               "_training_rows", "_refit", "_scaled", "old_curvature", "_fit_fresh", "_never", "_zeroed",
+                               "_training_rows", "_refit", "_refit_sampled", "_scaled", "old_curvature", "_fit_fresh", "_never", "_zeroed",
                                "widened_rows"],
      ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py",
       "tests/test_vocab_growth_mutants.py", "-k",
@@ -173,7 +173,8 @@ TARGETS = [
      ["tests/test_beam_edit.py", "tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_vocab_growth_mutants.py",
       "-k", "test_beam_edit.py or (test_learn.py and (keep_their_weights or new_label or replay or widened))"
       " or (test_learn_memory.py and (whole_memory or remove_then_learn)) or pin_vocab_update"], OPEN_OPS),
-    ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._held",
+    ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._joining",
+                                 "FewShotRankers._held",
                                  "FewShotRankers._fit", "FewShotRankers._fit_chars",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "FewShotRankers.decision", "_carriers", "_stack",

@@ -524,3 +524,21 @@ def test_a_fresh_label_with_exactly_few_documents_joins_a_stage_that_holds_anoth
     np.testing.assert_allclose(grown.pos_X[grown.pos_owner == 3].toarray(), char_rows(stage.chars, _FIVE).toarray())
     c = char_rows(stage.chars, _FIVE).toarray().astype(np.float64).mean(axis=0)
     np.testing.assert_allclose(grown.W.toarray()[:, 0], np.r_[c, 0.0], atol=1e-6)
+
+
+def test_a_fresh_label_above_the_one_label_a_stage_holds_joins_it():
+    """A stage holding one label (3) takes in a fresh label with a higher id (4): the kept documents are looked
+    up for both (few_shot._joining), label 3 stays as it was and label 4's weights are its documents' centroid."""
+    from xmtc.models.few_shot import FewShotRankers
+
+    X_two, Y_two = _learn_rows(2, label=3)
+    stage = FewShotRankers.empty(len(_REMEMBERED), 1.0).updated(X_two, Y_two, np.array([3]), _text_stage_memory(),
+                                                                texts=_DOCS[:2], **_SOLVER)
+    assert stage.label_ids.tolist() == [3]
+    X_new, Y_new = _learn_rows(3, label=4)
+    grown = stage.updated(X_new, Y_new, np.array([4]), _text_stage_memory(), texts=_FIVE[:3], **_SOLVER)
+    assert sorted(grown.label_ids.tolist()) == [3, 4] and sorted(grown.pos_owner.tolist()) == [3, 3, 4, 4, 4]
+    col = {int(j): t for t, j in enumerate(grown.label_ids)}
+    c = char_rows(stage.chars, _FIVE[:3]).toarray().astype(np.float64).mean(axis=0)
+    np.testing.assert_allclose(grown.W.toarray()[:, col[4]], np.r_[c, 0.0], atol=1e-6)
+    np.testing.assert_array_equal(grown.W.toarray()[:, col[3]], stage.W.toarray()[:, 0])

@@ -141,8 +141,7 @@ class FewShotRankers:
 
                 # the texts of the labels that can join the stage (a learn of a fifth of yso-finna-en brings
                 # 104,507 titles, 49 such labels: fitting on all of them took 18 s)
-                counts = np.asarray(Y_csc[:, fresh].getnnz(axis=0))
-                rows = np.unique(Y_csc[:, fresh[(counts > 0) & (counts <= FEW)]].indices)
+                rows = self._joining(Y_csc, fresh)[2]
                 stage = FewShotRankers.empty(0, self.bias, fitted_featurizer(
                     memory.texts, [texts[i] for i in rows.tolist()], memory.seed))
             elif not want_chars and self.chars is not None:
@@ -157,18 +156,11 @@ class FewShotRankers:
                      " its labels stay as they are, new ones are left to the trees")
             return self
         Y_new = sp.csc_matrix(Y_new)
-        touched = np.union1d(np.asarray(fresh, dtype=np.int64)[np.asarray(Y_new[:, fresh].getnnz(axis=0)) > 0],
-                             self.label_ids[np.asarray(Y_new[:, self.label_ids].getnnz(axis=0)) > 0]
-                             if len(self) else np.zeros(0, np.int64))
+        touched, small, need = self._joining(Y_new, fresh)
         if memory is None or not len(memory) or touched.size == 0:
             return self
-        # each touched label's documents after the learn: those the stage kept, then the new ones; a label with
+        # each label of the stage after the learn: the documents the stage kept, then the new ones; a label with
         # more than FEW leaves the stage, and its documents are not read
-        owners, kept = np.unique(self.pos_owner, return_counts=True)
-        at = np.minimum(np.searchsorted(owners, touched), max(owners.size - 1, 0))
-        before = np.where(owners[at] == touched, kept[at], 0) if owners.size else np.zeros(touched.size, np.int64)
-        small = touched[before + np.asarray(Y_new[:, touched].getnnz(axis=0)) <= FEW]
-        need = np.unique(Y_new[:, small].indices)
         if not need.size:
             rows = None
         elif self.chars is not None:  # the character rows of the texts read, not of every text of the learn
@@ -196,6 +188,21 @@ class FewShotRankers:
         log.info("few-shot rankers: %d labels fitted against %d remembered rows, %d in the stage", len(fit),
                  len(memory), len(out))
         return out
+
+    def _joining(self, Y_csc: sp.csc_matrix, fresh) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(touched, small, rows)`` of a learn's labels ``Y_csc``: the labels it touches (``fresh`` ones it
+        brings a document of, and the stage's own it brings more of); those of them with at most :data:`FEW`
+        documents after it (kept by the stage and new), which join or stay in the stage; and the new rows that
+        carry one of those, sorted."""
+        fresh = np.asarray(fresh, dtype=np.int64)
+        touched = np.union1d(fresh[np.asarray(Y_csc[:, fresh].getnnz(axis=0)) > 0],
+                             self.label_ids[np.asarray(Y_csc[:, self.label_ids].getnnz(axis=0)) > 0]
+                             if len(self) else np.zeros(0, np.int64))
+        owners, kept = np.unique(self.pos_owner, return_counts=True)
+        at = np.minimum(np.searchsorted(owners, touched), max(owners.size - 1, 0))
+        before = np.where(owners[at] == touched, kept[at], 0) if owners.size else np.zeros(touched.size, np.int64)
+        small = touched[before + np.asarray(Y_csc[:, touched].getnnz(axis=0)) <= FEW]
+        return touched, small, np.unique(Y_csc[:, small].indices)
 
     def _fit(self, labels: list[int], pos: dict, memory, **solver) -> "FewShotRankers":
         """One solver call for every label: rows = the remembered ones (less those that carry a label being
