@@ -10,6 +10,8 @@ import pytest
 # Set before torch is imported (conftest is imported first); subprocesses of the tests inherit it.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+from scratch import remove_scratch  # noqa: E402
+
 from xmtc.data.data_root import data_root, missing_reason  # noqa: E402
 
 DATA = data_root()  # XMTC_DATA, or shared/data beside the checkout
@@ -20,6 +22,13 @@ def pytest_report_header(config):
     """Where the real data sets were looked for: on a fresh clone without them, many tests are skipped."""
     state = "found" if DATA.exists() else "absent: its tests are skipped"
     return f"shared data: {DATA} ({state}; set XMTC_DATA to move it)"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _scratch_folders():
+    """The folders a test module made with :func:`scratch.scratch_dir` are removed when it ends."""
+    yield
+    remove_scratch()
 
 
 def read_tsv_sample(path: Path, n: int):

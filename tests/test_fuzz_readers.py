@@ -14,7 +14,6 @@ import io
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,8 @@ from xmtc.config import build_config, load_json_config
 from xmtc.data import read_dataset, read_inputs, read_label_file
 from xmtc.errors import ConfigError, DataFormatError
 from xmtc.models import XRLinearConfig
+
+from scratch import scratch_dir
 
 # XMTC_FUZZ_EXAMPLES=2000 runs the same properties longer
 FUZZ = settings(max_examples=int(os.environ.get("XMTC_FUZZ_EXAMPLES", "40")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -71,7 +72,7 @@ def mutated(draw, data: bytes) -> bytes:
 
 
 def _write(data: bytes, name: str, gz: bool) -> Path:
-    folder = Path(tempfile.mkdtemp(prefix="xmtc-fuzz-"))
+    folder = scratch_dir("xmtc-fuzz-")
     path = folder / name
     path.write_bytes(gzip.compress(data, mtime=0) if gz else data)
     return path
@@ -286,7 +287,7 @@ def test_npz_reader_loads_what_was_written_or_names_the_file(data, n, m, labels,
     X = sp.random(n, max(m, 1), density=0.5, format="csr", dtype=np.float32, random_state=rng)
     Y = sp.random(n, labels, density=0.5, format="csr", random_state=rng)
     Y.data[:] = 1
-    folder = Path(tempfile.mkdtemp(prefix="xmtc-fuzz-"))
+    folder = scratch_dir("xmtc-fuzz-")
     xp, yp = folder / "X.trn.npz", folder / "Y.trn.npz"
     xb, yb = _npz_bytes(X), _npz_bytes(Y)
     bad = xp

@@ -14,7 +14,6 @@ import copy
 import json
 import logging
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,8 @@ from xmtc.cli import main
 from xmtc.errors import ModelFormatError, XmtcError
 from xmtc.models import XRLinear
 from xmtc.models.storage import MANIFEST, ModelReader, ModelWriter
+
+from scratch import scratch_dir
 
 PROBE = ["oil prices rise", "wheat and corn exports", "bank interest rates"]
 PROPERTY = settings(max_examples=50, deadline=None,
@@ -55,7 +56,7 @@ def lightxml(tsv_sample, tiny_bert, tmp_path_factory):
 
 
 def _copy(folder: Path) -> Path:
-    dst = Path(tempfile.mkdtemp(prefix="xmtc-manifest-")) / "M"
+    dst = scratch_dir("xmtc-manifest-") / "M"
     shutil.copytree(folder, dst)
     return dst
 

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,7 @@ from xmtc.models import XRLinear
 from xmtc.models.storage import MANIFEST, array_layout
 
 from test_fuzz_readers import mutated
+from scratch import scratch_dir
 
 FUZZ = settings(max_examples=int(os.environ.get("XMTC_FUZZ_EXAMPLES", "30")), deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
@@ -45,7 +45,7 @@ def model_folder(tsv_sample, tmp_path_factory):
 
 
 def _copy(folder: Path) -> Path:
-    dst = Path(tempfile.mkdtemp(prefix="xmtc-model-fuzz-")) / "M"
+    dst = scratch_dir("xmtc-model-fuzz-") / "M"
     shutil.copytree(folder, dst)
     return dst
 
