@@ -83,7 +83,7 @@ TARGETS = [
      ["tests/test_transformer.py", "-k", "shortlist_equals or level_trainer_step or padded_with_id or shortlist_loss_is"]),
     ("xmtc/neural/alc.py", ["log1mexp", "hardest_negative", "batch_aware_candidates", "pair_ce", "tcm_loss",
                             "alc_terms", "warmup_weight", "relative_clip", "batch_union", "with_alc"],
-     ["tests/test_alc.py", "tests/test_open_world_mutants.py", "-k",
+     ["tests/test_alc.py", "tests/test_open_world_mutants.py", "tests/test_route_alc_pins.py", "-k",
       "(test_alc.py and not cli_flags and not benchmark) or pin_alc"], OPEN_OPS),
     ("xmtc/linear/negatives.py", ["beam_mask", "active_mask"],
      ["tests/test_hierarchy.py", "-k", "level_targets or masks"]),
@@ -110,14 +110,15 @@ TARGETS = [
     ("xmtc/methods/label_text/estimator.py", ["resolve_label_texts", "fit_text_inputs", "new_label_texts",
                                               "finite_topk", "LabelText.fit", "LabelText._predict_batch",
                                               "LabelText.label_scores", "LabelText.add_labels"],
-     ["tests/test_label_text.py", "tests/test_open_world_mutants.py", "-k",
+     ["tests/test_label_text.py", "tests/test_open_world_mutants.py", "tests/test_route_alc_pins.py", "-k",
       "(test_label_text.py and (tfidf or without_documents or command_line or labels_added or label_texts_are"
       " or encoder_scorer)) or pin_label_text"], OPEN_OPS),
     ("xmtc/models/label_route.py", ["reusing_route_topk", "_top_cosines", "merge_topk", "LabelRoute.fit",
                                     "LabelRoute.add", "LabelRoute.remove", "LabelRoute.prior_ratio",
                                     "LabelRoute.map_odds", "LabelRoute.probabilities", "LabelRoute.topk",
                                     "LabelRoute._topk", "LabelRoute.merge"],
-     ["tests/test_open_labels.py", "tests/test_evaluate_once.py", "tests/test_open_world_mutants.py", "-k",
+     ["tests/test_open_labels.py", "tests/test_evaluate_once.py", "tests/test_open_world_mutants.py", "tests/test_route_alc_pins.py",
+      "-k",
       "(test_open_labels.py and not serve) or (test_evaluate_once.py and reuses) or pin_route"], OPEN_OPS),
     ("xmtc/models/route_kernels.py", ["inverted", "top_rows"],
      ["tests/test_route_top_rows.py", "tests/test_open_world_mutants.py", "-k",
@@ -145,7 +146,8 @@ TARGETS = [
       " or pin_learning or pin_vocab_learning"], OPEN_OPS),
     ("xmtc/models/memory.py", ["TrainingMemory.sample", "TrainingMemory.offer", "TrainingMemory.char_rows",
                                "TrainingMemory.to_arrays", "TrainingMemory.from_arrays", "TrainingMemory.with_rows"],
-     ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "tests/test_few_shot_chars.py", "-k",
+     ["tests/test_learn_memory.py", "tests/test_open_world_mutants.py", "tests/test_few_shot_chars.py", "tests/test_update_memory_pins.py",
+      "-k",
       "(test_learn_memory.py and (remembered or sample or reservoir or free_room or whole_memory)) or pin_memory"
       " or test_few_shot_chars.py"],
      OPEN_OPS),
@@ -153,7 +155,7 @@ TARGETS = [
                                "_training_rows", "_refit", "_refit_sampled", "_scaled", "old_curvature", "_fit_fresh", "_never", "_zeroed",
                                "widened_rows"],
      ["tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_open_world_mutants.py",
-      "tests/test_vocab_growth_mutants.py", "-k",
+      "tests/test_vocab_growth_mutants.py", "tests/test_update_memory_pins.py", "-k",
       "(test_learn.py and (proximal or dual_warm or unknown_warm or keep_their_weights or changed_nodes or new_label"
       " or held_out or replay)) or (test_learn_memory.py and (fresh_columns or three_documents or whole_memory"
       " or few_documents or added_by_text or bias_anchor or curvature)) or (test_learn.py and (widened or new_words))"
