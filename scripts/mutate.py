@@ -177,7 +177,7 @@ TARGETS = [
       " or (test_learn_memory.py and (whole_memory or remove_then_learn)) or pin_vocab_update"], OPEN_OPS),
     ("xmtc/models/few_shot.py", ["FewShotRankers.updated", "FewShotRankers._update", "FewShotRankers._joining",
                                  "FewShotRankers._held",
-                                 "FewShotRankers._fit", "FewShotRankers._fit_chars",
+                                 "FewShotRankers._fit", "FewShotRankers._fit_chars", "FewShotRankers._made",
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "FewShotRankers.decision", "_carriers", "_stack",
                                  "merge_few_shot"],
@@ -188,6 +188,8 @@ TARGETS = [
     # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
     ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],
      ["tests/test_few_shot_chars.py", "tests/test_few_shot.py"], OPEN_OPS),
+    ("xmtc/models/few_shot_words.py", ["rankers"],
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
 ]
 
 HELPERS = '''

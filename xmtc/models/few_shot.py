@@ -33,7 +33,8 @@ top-k as the label-text route's is (:func:`xmtc.models.label_route.merge_topk`).
 default), a new stage scores by character n-grams instead of this ranker: ``s = x . c_j``, the cosine of the
 text's character 3-5-gram row to the mean of the label's documents' rows, with the same ``p_j(s)`` counted on
 the remembered texts (:mod:`xmtc.models.few_shot_chars`, where the figures are: 22.4% -> 34.1% of the carriers
-found on five draws). ``few_shot="words"`` keeps the ranker below; a stage keeps the scorer it was made with.
+found on five draws). ``few_shot="words"`` keeps the ranker below (fitted in
+:mod:`xmtc.models.few_shot_words`); a stage keeps the scorer it was made with.
 
 **The ranker's choices, measured** (yso-finna-en-2k-20k, the case above, seeds 0 / 1 / 2, learned labels in the top 10
 of the texts that carry them / their share of the top-5 slots of texts that do not):
@@ -205,71 +206,34 @@ class FewShotRankers:
         return touched, small, np.unique(Y_csc[:, small].indices)
 
     def _fit(self, labels: list[int], pos: dict, memory, **solver) -> "FewShotRankers":
-        """One solver call for every label: rows = the remembered ones (less those that carry a label being
-        fitted: they are among its positives) and each label's positives; per label, column ``full`` (all its
-        positives), ``k`` leave-one-out columns (a positive that is not a column's positive and not active for
-        its parent is in no term of its objective) and two cross-fitting columns that see the even / odd
-        remembered rows only. Three parents: every remembered row (full and leave-one-out), the even, the odd."""
-        from ..linear.solver import train_level
+        """The word scorer's labels (:mod:`xmtc.models.few_shot_words`): each label's ranker against the remembered
+        rows that carry none of the labels being fitted (one solver call for them all)."""
+        from .few_shot_words import rankers
 
-        Xm = sp.csr_matrix(memory.X, dtype=np.float32)
-        omega = memory.seen / Xm.shape[0]
-        ids = np.asarray(labels, dtype=np.int64)
-        negatives = Xm[~_carriers(memory, ids)]
-        n_neg = negatives.shape[0]
-        P = sp.vstack([pos[j] for j in labels], format="csr")
-        sizes = np.array([pos[j].shape[0] for j in labels], dtype=np.int64)
-        first = np.r_[0, np.cumsum(sizes)[:-1]]  # each label's first positive row, after the negatives
-        width = sizes + 3  # full, leave-one-out x k, even, odd
-        col0 = np.r_[0, np.cumsum(width)[:-1]]
-        rows, cols = [], []
-        for c0, r0, k in zip(col0, first, sizes):
-            r = n_neg + r0 + np.arange(k)
-            rows += [r, np.tile(r, k), r, r]
-            cols += [np.full(k, c0), (c0 + 1 + np.repeat(np.arange(k), k)), np.full(k, c0 + k + 1),
-                     np.full(k, c0 + k + 2)]
-            keep = np.repeat(np.arange(k), k) != np.tile(np.arange(k), k)  # leave-one-out: all but its own
-            rows[-3], cols[-3] = rows[-3][keep], cols[-3][keep]
-        rows, cols = np.concatenate(rows), np.concatenate(cols)
-        n_cols = int(width.sum())
-        Y = sp.csr_matrix((np.ones(rows.size, np.float32), (rows, cols)), shape=(n_neg + P.shape[0], n_cols))
-        parent_of = np.zeros(n_cols, dtype=np.int32)
-        parent_of[col0 + sizes + 1], parent_of[col0 + sizes + 2] = 1, 2
-        half = np.arange(n_neg) % 2
-        a_rows = np.r_[np.arange(n_neg), np.arange(n_neg)]
-        a_cols = np.r_[np.zeros(n_neg, np.int64), 1 + half]
-        active = sp.csr_matrix((np.ones(a_rows.size, np.float32), (a_rows, a_cols)), shape=(Y.shape[0], 3))
-        X = sp.vstack([negatives, P], format="csr")
-        W = train_level(X, Y, parent_of, active, C_pos=solver["C_pos"], C_neg=solver["C_neg"] * omega, bias=self.bias,
-                        tol=solver["tol"], max_iter=solver["max_iter"], threshold=solver["threshold"],
-                        n_threads=solver["n_threads"])
-        loo = np.full((len(labels), FEW), -np.inf, dtype=np.float32)
-        tails = np.empty((len(labels), TAIL), dtype=np.float32)  # every row written below
-        ranks = np.empty((len(labels), RANKS.size), dtype=np.float32)
-        for t, (c0, r0, k) in enumerate(zip(col0, first, sizes)):
-            Wj = W[:, c0:c0 + k + 3]
-            loo[t, :k] = np.diag(_decision(P[r0:r0 + k], Wj[:, 1:k + 1], self.bias))
-            v = _decision(negatives, Wj[:, [k + 1, k + 2]], self.bias)  # each row by the column that did not see it
-            negative = np.where(half == 1, v[:, 0], v[:, 1])
-            tails[t], ranks[t] = negative_sketch(negative)
-        owners = np.repeat(ids, sizes)
-        return FewShotRankers(ids, W[:, col0], loo, tails, ranks, P, owners, np.full(len(labels), omega), self.bias)
+        omega = memory.seen / len(memory)
+        negatives = sp.csr_matrix(memory.X, dtype=np.float32)[~_carriers(memory, np.asarray(labels, np.int64))]
+        W, loo, values = rankers([pos[j] for j in labels], negatives, FEW, omega, self.bias, **solver)
+        return self._made(labels, pos, W, loo, values, omega, None)
 
     def _fit_chars(self, labels: list[int], pos: dict, memory) -> "FewShotRankers":
         """The character scorer's labels (:mod:`xmtc.models.few_shot_chars`): each label's centroid, its documents'
         leave-one-out values, and the remembered rows that carry none of the labels being fitted as negatives."""
         from .few_shot_chars import centroids
 
-        ids = np.asarray(labels, dtype=np.int64)
-        negatives = memory.char_rows(self.chars)[np.flatnonzero(~_carriers(memory, ids))]
+        negatives = memory.char_rows(self.chars)[np.flatnonzero(~_carriers(memory, np.asarray(labels, np.int64)))]
         C, loo, values = centroids([pos[j] for j in labels], negatives, FEW)
+        return self._made(labels, pos, C, loo, values, memory.seen / len(memory), self.chars)
+
+    def _made(self, labels: list[int], pos: dict, W, loo, values: list[np.ndarray], omega: float, chars
+              ) -> "FewShotRankers":
+        """The stage of the fitted ``labels``: their weights ``W`` and leave-one-out values, the sketch of each
+        one's negative ``values``, their documents kept."""
         sketches = [negative_sketch(v) for v in values]
         tails = np.array([t for t, _ in sketches], dtype=np.float32).reshape(len(labels), TAIL)
         ranks = np.array([r for _, r in sketches], dtype=np.float32).reshape(len(labels), RANKS.size)
-        P = sp.vstack([pos[j] for j in labels], format="csr")
-        owners = np.repeat(ids, [pos[j].shape[0] for j in labels])
-        return FewShotRankers(ids, C, loo, tails, ranks, P, owners, np.full(len(labels), memory.seen / len(memory)),
-                              self.bias, self.chars)
+        owners = np.repeat(np.asarray(labels, np.int64), [pos[j].shape[0] for j in labels])
+        return FewShotRankers(labels, W, loo, tails, ranks, sp.vstack([pos[j] for j in labels], format="csr"), owners,
+                              np.full(len(labels), omega), self.bias, chars)
 
     def _held(self, labels: list[int], pos: dict, omega: float) -> "FewShotRankers":
         """Labels with fewer than :data:`MIN_DOCS` documents so far: their documents kept, no ranker (zero weights,
