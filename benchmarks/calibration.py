@@ -45,7 +45,8 @@ def main() -> None:
 
     import xmtc
     from xmtc.metrics import coverage_at_precision, hits_matrix
-    from xmtc.models.base import as_label_matrix, evaluate_predictor
+    from xmtc.models.base import as_label_matrix
+    from xmtc.models.predictor import evaluate_predictor
     from xmtc.models.calibration import best_threshold, calibrate
 
     texts, labels = read_tsv(DATA / args.dataset / "train.txt.gz")

@@ -61,7 +61,7 @@ def _timed_pass(model, texts: list[str], k: int, clock) -> np.ndarray:
 def _step_times(model, texts: list[str], k: int, clock) -> dict:
     """Per step of ``predict_topk`` for one text at a time (an XR-Linear model): the same calls, timed one by
     one; "route" is the label-text route's n-grams and cosines, "merge" its merge with the model's top-k."""
-    from xmtc.models.base import checked_k
+    from xmtc.models.predictor import checked_k
     from xmtc.models.label_route import merge_topk
 
     route = getattr(model, "label_route_", None)

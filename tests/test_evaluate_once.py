@@ -17,7 +17,7 @@ from serve_support import write_open_split
 from xmtc.cli import main
 from xmtc.data import read_dataset
 from xmtc.methods.xr_linear.estimator import XRLinear
-from xmtc.models.base import evaluate_predictor
+from xmtc.models.predictor import evaluate_predictor
 from xmtc.models.label_route import LabelRoute
 from xmtc.open_metrics import evaluate_open_set, open_set_depths
 

@@ -273,7 +273,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
 def _write_predictions(model, docs, args: argparse.Namespace) -> None:
     """One JSON object a line, in input order (see :func:`xmtc.models.records.prediction_records`)."""
     from .data.io import atomic_output
-    from .models.base import apply_threshold, resolve_threshold
+    from .models.predictor import resolve_threshold
+    from .models.topk import apply_threshold
     from .models.language import warn_foreign_texts
     from .models.records import prediction_records
 
@@ -292,7 +293,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .data import read_dataset
     from .models import load
 
-    from .models.base import apply_threshold, evaluate_predictor, predict_depths, resolve_threshold
+    from .models.predictor import evaluate_predictor, predict_depths, resolve_threshold
+    from .models.topk import apply_threshold
     from .open_metrics import evaluate_open_set, open_set_depths, read_unseen_ids
 
     if args.plot:

@@ -259,7 +259,7 @@ class Ensemble:
 
     def predict_topk(self, X, k: int = 5, *, progress: bool = False):
         """The members' top-k combined; like a model's, at most as wide as the ensemble's labels."""
-        from .base import checked_k
+        from .predictor import checked_k
 
         k = checked_k(k, len(self.labels_))
         if (X.shape[0] if sp.issparse(X) else len(X)) == 0:
@@ -281,7 +281,7 @@ class Ensemble:
         return np.max(parts, axis=0) if parts else None
 
     def predict(self, X, k: int = 5, *, progress: bool = False):
-        from .base import named_predictions
+        from .predictor import named_predictions
 
         return named_predictions(self, X, k, progress)
 
@@ -293,6 +293,6 @@ class Ensemble:
 
     def evaluate(self, X, Y, ks=(1, 3, 5), *, progress: bool = False, threshold=None) -> dict:
         """Metrics as :meth:`XMCModel.evaluate`, propensities from ``label_counts_`` (see the module doc)."""
-        from .base import evaluate_predictor
+        from .predictor import evaluate_predictor
 
         return evaluate_predictor(self, X, Y, ks, progress, threshold)

@@ -349,7 +349,7 @@ def explain_model(model, texts, k: int = 5, n_terms: int = 10) -> list[list[dict
 
 def explain_ensemble(ens, texts, k: int = 5, n_terms: int = 10) -> list[list[dict]]:
     """:meth:`Ensemble.explain`: weighted mean of the members' contributions to the ensemble's top-k."""
-    from .base import checked_k
+    from .predictor import checked_k
 
     k, n_terms = _check_k("k", k), _check_k("n_terms", n_terms)
     idx, scores = ens.predict_topk(texts, k)
