@@ -2,3 +2,104 @@
 (``xmtc/methods/label_text/estimator.py``) and ALC (``xmtc/neural/alc.py``) against a definition or a
 hand-computed case: each kills mutants of ``scripts/mutate.py`` that the older tests let pass (the harness picks
 them by the ``pin_route`` / ``pin_label_text`` / ``pin_alc`` in their names)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+
+# -- the label-text route -------------------------------------------------------------------------------------
+def _route_featurizer():
+    from xmtc.features.tfidf import TfidfFeaturizer
+
+    return TfidfFeaturizer(min_df=1).fit(["steam trains", "bird watching", "old maps", "sea shells", "alpha beta",
+                                          "gamma delta", "zeta eta"])
+
+
+def test_pin_route_a_map_at_1_gives_odds_of_1e12_not_infinity():
+    from xmtc.models.label_route import LabelRoute
+
+    # a map that reaches 1.0 (one loaded from a file, say): q is clipped to 1 - 1e-12, so its odds stay finite
+    # and the prior can still shift them
+    route = LabelRoute(np.zeros(0), sp.csr_matrix((0, 3)), np.array([0.0, 1.0]), np.array([0.0, 1.0]),
+                       unseen_mass=1e-3 / (1 + 1e-3), seen_labels=1)
+    q = 1.0 - 1e-12
+    np.testing.assert_allclose(route.map_odds(np.array([1.0, 0.5])), [q / (1.0 - q), 1.0], rtol=1e-9)
+    assert route.prior_ratio() == pytest.approx(1e-3)          # m / (1 - m) * S / max(U, 1)
+    odds = q / (1.0 - q) * 1e-3
+    p = route.probabilities(np.array([1.0]))
+    assert np.isfinite(p).all() and p[0] == pytest.approx(odds / (1.0 + odds), rel=1e-12)
+
+
+def test_pin_route_removing_keeps_the_other_labels_rows():
+    from xmtc.models.label_route import LabelRoute
+
+    f = _route_featurizer()
+    texts = ["steam trains", "bird watching", "old maps"]
+    route = LabelRoute(np.array([5, 9, 11]), f.transform(texts), np.array([0.0, 1.0]), np.array([0.2, 0.8]), f)
+    route.remove([9])
+    assert route.label_ids.tolist() == [5, 11]
+    np.testing.assert_allclose(route.M.toarray(), f.transform(["steam trains", "old maps"]).toarray(), rtol=1e-6)
+    ids, _ = route.topk(["old maps", "steam trains", "bird watching"], 1)
+    assert ids[:, 0].tolist() == [11, 5, -1]
+
+
+def test_pin_route_removing_without_a_prior_or_from_an_empty_route_leaves_the_mass_alone():
+    from xmtc.models.label_route import LabelRoute
+
+    f = _route_featurizer()
+    old = LabelRoute(np.array([5, 9]), f.transform(["steam trains", "old maps"]), np.array([0.0, 1.0]),
+                     np.array([0.2, 0.8]), f)                   # a route saved before the prior: no mass
+    old.remove([9])
+    assert old.unseen_mass is None and old.label_ids.tolist() == [5] and old.prior_ratio() == 1.0
+    empty = LabelRoute(np.zeros(0), sp.csr_matrix((0, f.n_features_)), np.array([0.0, 1.0]), np.array([0.2, 0.8]),
+                       f, unseen_mass=0.2, seen_labels=3)
+    empty.remove([4])
+    assert empty.unseen_mass == 0.2 and len(empty) == 0
+    four = LabelRoute(np.array([1, 2, 3, 4]), f.transform(["steam trains", "old maps", "sea shells", "zeta eta"]),
+                      np.array([0.0, 1.0]), np.array([0.2, 0.8]), f, unseen_mass=0.2, seen_labels=3)
+    four.remove([2, 7])                                         # 7 is not routed: one of four leaves
+    assert four.unseen_mass == pytest.approx(0.2 * 3 / 4)
+
+
+def test_pin_route_a_label_with_one_document_is_seen_and_one_seen_label_is_enough():
+    from xmtc.models.label_route import LabelRoute
+
+    f = _route_featurizer()
+    Y = sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32))
+    route = LabelRoute.fit(f, ["alpha beta", "gamma delta", "zeta eta"], np.array([1, 2, 0]),
+                           ["alpha beta", "gamma delta"], Y)
+    assert route.seen_labels == 2 and route.label_ids.tolist() == [2]
+    one = LabelRoute.fit(f, ["alpha beta", "gamma delta", "zeta eta"], np.array([1, 0, 0]), ["alpha beta"],
+                         sp.csr_matrix(np.array([[1, 0, 0]], dtype=np.float32)))
+    assert one.seen_labels == 1 and one.label_ids.tolist() == [1, 2]
+    from xmtc.errors import ConfigError
+
+    with pytest.raises(ConfigError):
+        LabelRoute.fit(f, ["alpha beta", "gamma delta"], np.array([0, 0]), ["alpha beta"],
+                       sp.csr_matrix(np.array([[1, 0]], dtype=np.float32)))
+
+
+def test_pin_route_a_map_without_evidence_either_way_is_the_observed_rate():
+    from xmtc.models.label_route import LabelRoute
+
+    f = _route_featurizer()
+    texts = ["alpha beta", "gamma delta", "zeta eta"]
+    # every cosine of a validation text to a seen label is on one of its labels: the rate 1 everywhere
+    right = LabelRoute.fit(f, texts, np.array([2, 2, 0]), ["alpha", "gamma"],
+                           sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32)))
+    assert right.map_x.tolist() == [0.0, 1.0] and right.map_y.tolist() == [1.0, 1.0]
+    # none is: the rate 0, so a routed label scores 0 at any cosine
+    wrong = LabelRoute.fit(f, texts, np.array([2, 2, 0]), ["alpha", "gamma"],
+                           sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 0]], dtype=np.float32)))
+    assert wrong.map_x.tolist() == [0.0, 1.0] and wrong.map_y.tolist() == [0.0, 0.0]
+    assert wrong.probabilities(np.array([0.3, 1.0])).tolist() == [0.0, 0.0]
+
+
+def test_pin_route_merge_drops_a_duplicate_that_is_not_the_smallest_id():
+    from xmtc.models.label_route import merge_topk
+
+    idx, sc = merge_topk(np.array([[1, 5]]), np.array([[0.9, 0.6]], np.float32),
+                         np.array([[5, 2]]), np.array([[0.8, 0.1]], np.float32), 3)
+    assert idx.tolist() == [[1, 5, 2]]
+    np.testing.assert_allclose(sc, [[0.9, 0.8, 0.1]], rtol=1e-6)
