@@ -40,23 +40,28 @@ class CharNgramFeaturizer:
         """Every n-gram of the texts (scikit-learn's sorted vocabulary) and its smoothed idf, computed in float32
         as scikit-learn's TfidfVectorizer(dtype=float32) does, so that the rows are the same to the bit; counted
         here, without importing scikit-learn (~1 s) or building the count matrix it would."""
-        df: dict[str, int] = {}
+        # each distinct n-gram numbered when first cut; a text's distinct numbers appended to one list, counted once
+        # at the end (counting the strings in a dict per text: 2.8 s against 2.0 s on 6,000 texts of 730 characters,
+        # 2.0 s against 1.5 s on 20,000 titles)
+        number: dict[str, int] = {}
+        of_word: dict[str, list[int]] = {}  # a word's n-grams' numbers, cut once however often it occurs
+        seen: list[int] = []
         n = 0
-        of_word: dict[str, list[str]] = {}  # a word's n-grams, cut once however often it occurs
         for text in texts:
             n += 1
-            grams: set[str] = set()
+            grams: set[int] = set()
             for w in _words(text):
                 cut = of_word.get(w)
                 if cut is None:
-                    cut = of_word[w] = self._word_grams(w)
+                    cut = of_word[w] = [number.setdefault(g, len(number)) for g in self._word_grams(w)]
                 grams.update(cut)
-            for g in grams:
-                df[g] = df.get(g, 0) + 1
-        if not df:
+            seen.extend(grams)
+        if not number:
             raise ValueError("empty vocabulary; perhaps the documents only contain stop words")
-        self.ngrams_ = sorted(df)  # column order
-        counts = np.fromiter((df[g] for g in self.ngrams_), np.float32, len(self.ngrams_))
+        names = list(number)
+        order = sorted(range(len(names)), key=names.__getitem__)  # column order: the n-grams sorted
+        self.ngrams_ = [names[i] for i in order]
+        counts = np.bincount(np.fromiter(seen, np.int64, len(seen)), minlength=len(names))[order].astype(np.float32)
         idf = np.full(counts.size, n + 1, dtype=np.float32)
         idf /= counts + np.float32(1.0)
         np.log(idf, out=idf)
