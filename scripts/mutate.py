@@ -181,15 +181,15 @@ TARGETS = [
                                  "FewShotRankers._subset", "FewShotRankers.topk", "FewShotRankers.merge",
                                  "FewShotRankers.evidence", "FewShotRankers.decision", "_carriers", "_stack",
                                  "merge_few_shot"],
-     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
     ("xmtc/models/few_shot_scores.py", ["probability", "interpolation_points", "_stats", "_best_below", "_ratio",
                                         "negative_sketch", "_decision"],
-     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
     # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
     ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],
-     ["tests/test_few_shot_chars.py", "tests/test_few_shot.py"], OPEN_OPS),
+     ["tests/test_few_shot_chars.py", "tests/test_few_shot.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
     ("xmtc/models/few_shot_words.py", ["rankers"],
-     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py"], OPEN_OPS),
+     ["tests/test_few_shot.py", "tests/test_few_shot_chars.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
 ]
 
 HELPERS = '''
