@@ -103,3 +103,30 @@ def test_pin_route_merge_drops_a_duplicate_that_is_not_the_smallest_id():
                          np.array([[5, 2]]), np.array([[0.8, 0.1]], np.float32), 3)
     assert idx.tolist() == [[1, 5, 2]]
     np.testing.assert_allclose(sc, [[0.9, 0.8, 0.1]], rtol=1e-6)
+
+
+# -- label-text similarity ------------------------------------------------------------------------------------
+def test_pin_label_text_documents_need_both_the_texts_and_their_labels():
+    from xmtc.data.labels import LabelVocab
+    from xmtc.errors import ConfigError
+    from xmtc.methods.label_text.estimator import resolve_label_texts
+
+    vocab = LabelVocab(["p0", "p1"])
+    Y = sp.csr_matrix(np.array([[1, 0], [1, 1]], dtype=np.float32))
+    for texts, labels in ((["alpha", "beta"], None), (None, Y), (None, None)):
+        with pytest.raises(ConfigError, match="label_texts=documents needs the training texts"):
+            resolve_label_texts(vocab, "documents", "label-text", texts, labels)
+    assert resolve_label_texts(vocab, "documents", "label-text", ["alpha", "beta"], Y) == ["alpha beta", "beta"]
+
+
+def test_pin_label_text_a_batch_of_no_text_is_a_0_by_k_top_k():
+    from xmtc.data.labels import LabelVocab
+    from xmtc.methods.label_text.estimator import LabelText
+
+    # the method's own batch (the hook predict_topk calls; it answers one row per text, none for none)
+    vocab = LabelVocab(["A", "B"], texts=["red apple", "green tree"])
+    model = LabelText(ngram_max=1).fit(["red car"], [["A"]], labels=vocab, progress=False)
+    idx, sc = model._predict_batch([], 3)
+    assert idx.shape == (0, 3) and sc.shape == (0, 3) and idx.dtype == np.int32 and sc.dtype == np.float32
+    idx, sc = model._predict_batch(["green tree", "red"], 3)
+    assert idx.shape == (2, 3) and idx[:, 0].tolist() == [1, 0]
