@@ -130,3 +130,42 @@ def test_pin_label_text_a_batch_of_no_text_is_a_0_by_k_top_k():
     assert idx.shape == (0, 3) and sc.shape == (0, 3) and idx.dtype == np.int32 and sc.dtype == np.float32
     idx, sc = model._predict_batch(["green tree", "red"], 3)
     assert idx.shape == (2, 3) and idx[:, 0].tolist() == [1, 0]
+
+
+# -- ALC ----------------------------------------------------------------------------------------------------
+def _clip_case(aux_scale: float, base_scale: float, kappa: float = 0.5) -> dict:
+    """:func:`relative_clip` on one tapped scalar x: |grad aux| = |aux_scale|, |grad base| = |base_scale|."""
+    torch = pytest.importorskip("torch")
+    from xmtc.neural.alc import Tap, relative_clip
+
+    x = torch.tensor([2.0], requires_grad=True)
+    tap = Tap()
+    y = tap(x, "text")
+    out = relative_clip(tap, (aux_scale * y).sum(), (base_scale * y).sum(), [], kappa)
+    assert tap.factors == {"text": out["text"][1]}
+    return out["text"]
+
+
+def test_pin_alc_clip_factor_by_hand_and_at_a_zero_norm():
+    ratio, factor = _clip_case(1.0, 0.1)            # |grad aux| = 1 exactly: kappa * 0.1 / 1
+    assert ratio == pytest.approx(10.0) and factor == pytest.approx(0.05)
+    ratio, factor = _clip_case(3.0, 2.0)            # kappa * 2 / 3
+    assert ratio == pytest.approx(1.5) and factor == pytest.approx(1.0 / 3.0)
+    assert _clip_case(0.2, 2.0) == (pytest.approx(0.1), 1.0)    # below kappa: untouched
+    assert _clip_case(0.0, 2.0) == (0.0, 1.0)      # no auxiliary gradient: nothing to clip, no division by 0
+
+
+def test_pin_alc_clip_ratio_without_a_base_gradient():
+    # the base loss has no gradient on the group: any auxiliary gradient is infinitely larger, and is cut to 0
+    assert _clip_case(0.5, 0.0) == (float("inf"), 0.0)
+    assert _clip_case(3.0, 0.0) == (float("inf"), 0.0)
+    assert _clip_case(0.0, 0.0) == (0.0, 1.0)
+
+
+def test_pin_alc_warmup_of_one_batch():
+    pytest.importorskip("torch")
+    from xmtc.neural.alc import warmup_weight
+
+    assert [warmup_weight(t, 1) for t in (0, 1, 2)] == [0.0, 1.0, 1.0]     # min(1, t / 1)
+    assert [warmup_weight(t, 2) for t in (0, 1, 2, 5)] == [0.0, 0.5, 1.0, 1.0]
+    assert [warmup_weight(t, -1) for t in (0, 1)] == [1.0, 1.0]
