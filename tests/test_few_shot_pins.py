@@ -1,3 +1,34 @@
 """Tests that pin the few-shot stage (``xmtc/models/few_shot.py``, ``few_shot_scores.py``, ``few_shot_chars.py``,
 ``few_shot_words.py``) against a definition or a hand-computed case: each kills mutants of ``scripts/mutate.py``
 that the older tests let pass (the harness runs this file with the stage's other tests)."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from xmtc.models import few_shot_words
+
+SOLVER = dict(C_pos=1.0, C_neg=1.0, tol=1e-4, max_iter=2000, threshold=0.0, n_threads=1)
+
+
+def _rows(seed: int, n: int, d: int = 12) -> sp.csr_matrix:
+    rng = np.random.default_rng(seed)
+    return sp.csr_matrix((rng.random((n, d)) * (rng.random((n, d)) < 0.4)).astype(np.float32))
+
+
+# -- few_shot_words.rankers ---------------------------------------------------------------------------------
+def test_pin_words_three_labels_fitted_together_equal_each_fitted_alone():
+    """Three labels (2, 3 and 2 documents) in one solver call against the same negatives: each label's ranker,
+    leave-one-out values and cross-fitted negative values equal those of the label fitted alone (its columns'
+    objectives do not share a term). Kills ``first = np.r_[0, np.cumsum(sizes)[:1]]`` (right for two labels)."""
+    negatives = _rows(0, 40)
+    pos = [_rows(1, 2), _rows(2, 3), _rows(3, 2)]
+    W, loo, values = few_shot_words.rankers(pos, negatives, 5, 2.0, 1.0, **SOLVER)
+    assert W.shape == (13, 3) and loo.shape == (3, 5) and len(values) == 3
+    for t, P in enumerate(pos):
+        Wt, loot, vt = few_shot_words.rankers([P], negatives, 5, 2.0, 1.0, **SOLVER)
+        np.testing.assert_allclose(W[:, t].toarray(), Wt.toarray(), atol=1e-3)
+        np.testing.assert_allclose(loo[t], loot[0], atol=1e-3)
+        np.testing.assert_allclose(values[t], vt[0], atol=1e-3)
+        assert np.isneginf(loo[t, P.shape[0]:]).all() and np.isfinite(loo[t, :P.shape[0]]).all()
