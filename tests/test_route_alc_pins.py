@@ -169,3 +169,35 @@ def test_pin_alc_warmup_of_one_batch():
     assert [warmup_weight(t, 1) for t in (0, 1, 2)] == [0.0, 1.0, 1.0]     # min(1, t / 1)
     assert [warmup_weight(t, 2) for t in (0, 1, 2, 5)] == [0.0, 0.5, 1.0, 1.0]
     assert [warmup_weight(t, -1) for t in (0, 1)] == [1.0, 1.0]
+
+
+def test_pin_alc_log1mexp_in_float32_near_0_and_far_from_it_and_at_0():
+    torch = pytest.importorskip("torch")
+    from xmtc.neural.alc import log1mexp
+
+    # float32, as the scores are: near 0, 1 - exp(x) cancels (log1p(-exp(x)) is off by 1% at x = -1e-6), far from
+    # 0, -expm1(x) rounds to 1: each side of log 2 needs its own formula
+    xs = [-1e-6, -1e-4, -0.01, -0.3, -0.69, -0.7, -1.0, -5.0, -20.0, -40.0]
+    mp = pytest.importorskip("mpmath").mp           # the definition, at 50 digits (mpmath comes with torch's sympy)
+    mp.dps = 50
+
+    def exact(x: float) -> float:
+        return float(mp.log(1 - mp.exp(mp.mpf(float(np.float32(x))))))   # of the float32 the function reads
+
+    got = log1mexp(torch.tensor(xs, dtype=torch.float32)).double().numpy()
+    np.testing.assert_allclose(got, [exact(x) for x in xs], rtol=2e-6)
+    # a score of exactly 1 (a saturated sigmoid) or a hair above: clamped just below 0, finite
+    at0 = log1mexp(torch.tensor([0.0, 1e-8], dtype=torch.float32)).double().numpy()
+    np.testing.assert_allclose(at0, [exact(-1e-7)] * 2, rtol=1e-5)
+
+
+def test_pin_alc_tcm_one_violating_negative_and_a_positive_at_the_margin():
+    torch = pytest.importorskip("torch")
+    from xmtc.neural.alc import tcm_loss
+
+    # one negative at or above m-: its own excess, not halved
+    p = torch.tensor([[0.95, 0.7, 0.25]], dtype=torch.float64)
+    assert tcm_loss(p, torch.tensor([[True, False, False]]), 0.9, 0.5).item() == pytest.approx(0.2, rel=1e-12)
+    # a positive exactly at m+ violates by 0 but counts among the violators: (0 + 0.5) / 2
+    p = torch.tensor([[0.75, 0.25, 0.0]], dtype=torch.float64)
+    assert tcm_loss(p, torch.tensor([[True, True, False]]), 0.75, 0.5).item() == pytest.approx(0.25, rel=1e-12)
