@@ -67,3 +67,16 @@ def test_pin_update_training_rows_put_the_replay_first_and_count_its_rows():
     np.testing.assert_array_equal(Y.toarray(), np.vstack([np.c_[np.eye(3, 4), np.zeros(3)], Y_new.toarray()]))
     X2, Y2, n2 = _training_rows(X_new, Y_new, None, 6, 4)
     assert X2 is X_new and Y2 is Y_new and n2 == 0
+
+
+def test_pin_update_refuses_new_rows_narrower_than_the_models_features(two_level):
+    """Module doc, 5.: the feature space only grows (a grown vocabulary is appended after the model's ``d``); rows
+    over fewer features than the model's are refused, not taken as a narrower model."""
+    from xmtc.errors import ConfigError
+    from xmtc.linear.update import update
+
+    h, X, Y = two_level
+    with pytest.raises(ConfigError, match="expects 6"):
+        update(h, sp.csr_matrix(X[:, :5]), Y, **_SOLVER)
+    new, _ = update(h, X, Y, **_SOLVER)                              # the model's own width is taken as it is
+    assert new.n_features == 6
