@@ -32,3 +32,36 @@ def test_pin_words_three_labels_fitted_together_equal_each_fitted_alone():
         np.testing.assert_allclose(loo[t], loot[0], atol=1e-3)
         np.testing.assert_allclose(values[t], vt[0], atol=1e-3)
         assert np.isneginf(loo[t, P.shape[0]:]).all() and np.isfinite(loo[t, :P.shape[0]]).all()
+
+
+# -- few_shot.FewShotRankers._joining ---------------------------------------------------------------------------
+def _memory(seed: int = 0, n: int = 40, labels: int = 5):
+    from xmtc.models.memory import TrainingMemory
+
+    return TrainingMemory(_rows(seed, n), sp.csr_matrix((n, labels), dtype=np.float32), seen=n, capacity=n, seed=0)
+
+
+def _labelled(ids: list[int], width: int = 6) -> sp.csr_matrix:
+    """One new row per entry of ``ids``, carrying that label."""
+    k = len(ids)
+    return sp.csr_matrix((np.ones(k, np.float32), np.asarray(ids), np.arange(k + 1)), shape=(k, width))
+
+
+def test_pin_stage_the_highest_stage_label_counts_its_kept_documents_and_leaves_past_few():
+    """A stage holding labels 3 and 4 (two documents each): a learn bringing four more documents of label 4 (the
+    stage's highest id) takes it to six, past FEW: it leaves the stage, label 3 stays bit for bit. Its kept
+    documents are found at the last position of the stage's owners (``_joining``'s clip to ``owners.size - 1``)."""
+    from xmtc.models.few_shot import FEW, FewShotRankers
+
+    mem = _memory()
+    stage = FewShotRankers.empty(12, 1.0).updated(_rows(5, 4), _labelled([3, 3, 4, 4]), np.array([3, 4]), mem,
+                                                  **SOLVER)
+    assert stage.label_ids.tolist() == [3, 4] and sorted(stage.pos_owner.tolist()) == [3, 3, 4, 4]
+    assert 2 + 4 > FEW
+    after = stage.updated(_rows(6, 4), _labelled([4, 4, 4, 4]), np.array([], np.int64), mem, **SOLVER)
+    assert after.label_ids.tolist() == [3] and after.pos_owner.tolist() == [3, 3]
+    np.testing.assert_array_equal(after.W.toarray(), stage.W[:, 0].toarray())
+    # within FEW (two kept + three new) it stays and is refitted on all five
+    within = stage.updated(_rows(6, 3), _labelled([4, 4, 4]), np.array([], np.int64), mem, **SOLVER)
+    assert within.label_ids.tolist() == [3, 4] and sorted(within.pos_owner.tolist()) == [3, 3] + [4] * 5
+    assert np.isfinite(within.loo[1]).all()
