@@ -80,20 +80,28 @@ def test_pin_route_a_label_with_one_document_is_seen_and_one_seen_label_is_enoug
                        sp.csr_matrix(np.array([[1, 0]], dtype=np.float32)))
 
 
-def test_pin_route_a_map_without_evidence_either_way_is_the_observed_rate():
+def test_pin_route_a_map_of_one_block_is_its_laplace_rate():
     from xmtc.models.label_route import LabelRoute
 
     f = _route_featurizer()
     texts = ["alpha beta", "gamma delta", "zeta eta"]
-    # every cosine of a validation text to a seen label is on one of its labels: the rate 1 everywhere
+    # every cosine of a validation text to a seen label is on one of its labels: (h + 1) / (n + 2), not 1.0 (whose
+    # odds would be infinite whatever the prior)
     right = LabelRoute.fit(f, texts, np.array([2, 2, 0]), ["alpha", "gamma"],
                            sp.csr_matrix(np.array([[1, 0, 0], [0, 1, 0]], dtype=np.float32)))
-    assert right.map_x.tolist() == [0.0, 1.0] and right.map_y.tolist() == [1.0, 1.0]
-    # none is: the rate 0, so a routed label scores 0 at any cosine
+    n = 2  # cosines above 0: each text's own label
+    assert right.map_x.tolist() == [0.0, 1.0] and right.map_y.tolist() == [(n + 1) / (n + 2)] * 2
+    assert np.isfinite(right.map_odds(np.array([0.5]))).all()
+    # none is: 1 / (n + 2); a cosine of 0 still scores 0
     wrong = LabelRoute.fit(f, texts, np.array([2, 2, 0]), ["alpha", "gamma"],
                            sp.csr_matrix(np.array([[0, 1, 0], [1, 0, 0]], dtype=np.float32)))
-    assert wrong.map_x.tolist() == [0.0, 1.0] and wrong.map_y.tolist() == [0.0, 0.0]
-    assert wrong.probabilities(np.array([0.3, 1.0])).tolist() == [0.0, 0.0]
+    assert wrong.map_x.tolist() == [0.0, 1.0] and wrong.map_y.tolist() == [1 / (n + 2)] * 2
+    odds = (1 / (n + 2)) / (1 - 1 / (n + 2)) * wrong.prior_ratio()
+    np.testing.assert_allclose(wrong.probabilities(np.array([0.0, 0.3])), [0.0, odds / (1 + odds)])
+    # no cosine above 0 at all: no evidence, the route stays quiet
+    quiet = LabelRoute.fit(f, texts, np.array([2, 2, 0]), ["zeta", "zeta"],
+                           sp.csr_matrix(np.array([[0, 0, 1], [0, 0, 1]], dtype=np.float32)))
+    assert quiet.map_y.tolist() == [0.0, 0.0]
 
 
 def test_pin_route_merge_drops_a_duplicate_that_is_not_the_smallest_id():

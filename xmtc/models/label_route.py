@@ -145,8 +145,10 @@ class LabelRoute:
             iso = IsotonicRegression(y_min=0.0, y_max=1.0, out_of_bounds="clip").fit(
                 x, laplace_blocks(x, correct.astype(np.float64)))
             map_x, map_y = np.asarray(iso.X_thresholds_, np.float64), np.asarray(iso.y_thresholds_, np.float64)
-        else:  # no evidence either way: the observed rate everywhere
-            map_x, map_y = np.array([0.0, 1.0]), np.full(2, float(correct.mean()) if correct.size else 0.0)
+        else:  # every cosine right, or none: one block, its Laplace rate everywhere (as the isotonic branch's
+            # blocks: all right must not claim 1.0, whose infinite odds no prior could shift); no cosine at all: 0
+            rate = (float(correct.sum()) + 1.0) / (correct.size + 2.0) if correct.size else 0.0
+            map_x, map_y = np.array([0.0, 1.0]), np.full(2, rate)
         log.info("label-text route: map fitted on %d cosines of %d validation texts (%.1f%% correct);"
                  " P(correct) %.3f at the median cosine", x.size, len(valid_texts), 100 * correct.mean()
                  if correct.size else 0.0, float(np.interp(np.median(x), map_x, map_y)) if x.size else 0.0)
