@@ -80,3 +80,13 @@ def test_pin_update_refuses_new_rows_narrower_than_the_models_features(two_level
         update(h, sp.csr_matrix(X[:, :5]), Y, **_SOLVER)
     new, _ = update(h, X, Y, **_SOLVER)                              # the model's own width is taken as it is
     assert new.n_features == 6
+
+
+def test_pin_update_fresh_columns_take_only_the_models_own_cold_labels():
+    """``fresh_columns``: the columns past the model's ``n_labels_old`` and the ``cold`` ids *among its own*; a cold
+    id at or past ``n_labels_old`` is not one of its labels and joins only as one of the new columns."""
+    from xmtc.linear.update import fresh_columns
+
+    assert fresh_columns(5, 5, cold=[1, 5]).tolist() == [1]
+    assert fresh_columns(5, 7, cold=[4, 5, 9]).tolist() == [4, 5, 6]
+    assert fresh_columns(5, 5, cold=[]).tolist() == []
