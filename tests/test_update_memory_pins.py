@@ -90,3 +90,16 @@ def test_pin_update_fresh_columns_take_only_the_models_own_cold_labels():
     assert fresh_columns(5, 5, cold=[1, 5]).tolist() == [1]
     assert fresh_columns(5, 7, cold=[4, 5, 9]).tolist() == [4, 5, 6]
     assert fresh_columns(5, 5, cold=[]).tolist() == []
+
+
+def test_pin_update_refuses_label_rows_that_do_not_fit_each_check_alone(two_level):
+    """``Y`` needs one row per document *and* at least the model's label columns: either mismatch alone is the
+    one-line ``ConfigError``."""
+    from xmtc.errors import ConfigError
+    from xmtc.linear.update import update
+
+    h, X, Y = two_level
+    with pytest.raises(ConfigError, match="Y has shape"):
+        update(h, X, Y[:7], **_SOLVER)                              # a row short, the columns right
+    with pytest.raises(ConfigError, match="Y has shape"):
+        update(h, X, Y[:, :3], **_SOLVER)                           # the rows right, a column short
