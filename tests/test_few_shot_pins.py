@@ -65,3 +65,37 @@ def test_pin_stage_the_highest_stage_label_counts_its_kept_documents_and_leaves_
     within = stage.updated(_rows(6, 3), _labelled([4, 4, 4]), np.array([], np.int64), mem, **SOLVER)
     assert within.label_ids.tolist() == [3, 4] and sorted(within.pos_owner.tolist()) == [3, 3] + [4] * 5
     assert np.isfinite(within.loo[1]).all()
+
+
+# -- few_shot.merge_few_shot ---------------------------------------------------------------------------------
+def _hand_stage():
+    """Label 7: decision value 2 x_0 - 1, leave-one-out values 0.7, 0.7, negatives at 0.2 and 0.0 (omega 1)."""
+    from xmtc.models.few_shot import FEW, RANKS, TAIL, FewShotRankers
+
+    def pad(v, width):
+        out = np.full(width, -np.inf, np.float32)
+        out[:len(v)] = v
+        return out
+
+    W = sp.csc_matrix(np.array([[2.0], [0.0], [0.0], [-1.0]], dtype=np.float32))
+    return FewShotRankers([7], W, pad([0.7, 0.7], FEW)[None], pad([0.2, 0.0], TAIL)[None], pad([], RANKS.size)[None],
+                          sp.csr_matrix(np.eye(2, 3, dtype=np.float32)), [7, 7], [1.0], 1.0)
+
+
+def test_pin_stage_merge_few_shot_merges_only_for_a_calibrated_model_with_a_stage():
+    """Module doc: the stage's list is merged into a *calibrated* model's top-k. A text with decision value 0.6
+    (x_0 = 0.8): p = 2 / (2 + 0 + 1), above the model's second score 0.1, so label 7 replaces label 4 -- for a
+    calibrated model; a model without calibration, or without a stage, keeps its own list."""
+    from types import SimpleNamespace
+
+    from xmtc.models.few_shot import merge_few_shot
+
+    X = sp.csr_matrix(np.array([[0.8, 0.0, 0.0]], dtype=np.float32))
+    idx, sc = np.array([[3, 4]], np.int32), np.array([[0.9, 0.1]], np.float32)
+    calibrated = SimpleNamespace(few_shot_=_hand_stage(), calibration_=object())
+    got_i, got_s = merge_few_shot(calibrated, idx, sc, ["unused"], None, features=X)
+    assert got_i.tolist() == [[3, 7]] and got_s[0, 1] == np.float32(2 / 3)
+    for model in (SimpleNamespace(few_shot_=_hand_stage(), calibration_=None),
+                  SimpleNamespace(few_shot_=None, calibration_=object()), SimpleNamespace(calibration_=object())):
+        got_i, got_s = merge_few_shot(model, idx, sc, ["unused"], None, features=X)
+        assert got_i is idx and got_s is sc
