@@ -466,17 +466,64 @@ def _sampled_problem(seed=0, n=300, d=40, P=3, per=4):
     return X, Y, active, parent_of, W
 
 
+def _sampled_centre(X_s, Y_s, active_s, parent_of, init, bias, solver_kw, curvature=None) -> sp.csc_matrix:
+    """The numpy reference of the centre the solver's kernel computes (``train_level(sample_rows=)``,
+    ``update._refit_sampled``): ``c = w_old + H^-1 C grad loss(sample, w_old)`` of a proximal refit with a sampled
+    replay, per column of ``init`` (the old weights, bias last; ``C``: ``solver_kw``'s ``C_pos`` / ``C_neg``, already
+    divided by the anchor; ``H``: ``update._refit``'s holds, :data:`BIAS_ANCHOR` squared on the bias and
+    ``curvature`` on the features), so that ``1/2 ||w - c||_H^2 + C loss(sample, w)`` has gradient 0 at
+    ``w_old``. The loss is the squared hinge, ``max(0, 1 - y f)^2``, ``d/df = -2 y max(0, 1 - y f)``, over
+    the rows ``active_s`` makes active for the node's parent and the node's positives (:func:`train_level`'s
+    rule: under teacher forcing those are active already)."""
+    from xmtc.linear.update import BIAS_ANCHOR
+
+    W = sp.csc_matrix(init, dtype=np.float32)
+    d = W.shape[0] - 1
+    n = X_s.shape[0]
+    # the rows with the bias feature appended, and everything per output as rows (csr): slices stay cheap
+    Xb = sp.hstack([sp.csr_matrix(X_s, dtype=np.float32), sp.csr_matrix(np.full((n, 1), bias, dtype=np.float32))],
+                   format="csr")
+    Y_s = sp.csr_matrix(Y_s, dtype=np.float32)
+    onehot = sp.csr_matrix((np.ones(parent_of.size, dtype=np.float32), (np.arange(parent_of.size), parent_of)),
+                           shape=(parent_of.size, active_s.shape[1]))  # output k's parent
+    A = sp.csc_matrix(sp.csr_matrix(active_s) + Y_s @ onehot)
+    C_pos, C_neg = float(solver_kw.get("C_pos", 1.0)), float(solver_kw.get("C_neg", 1.0))
+    order = np.argsort(parent_of, kind="stable")
+    Wt = sp.csr_matrix(W.T)[order]  # (K, d + 1)
+    Yt = sp.csr_matrix(Y_s.T)[order]  # (K, n)
+    parents, starts = np.unique(parent_of[order], return_index=True)
+    ends = np.r_[starts[1:], order.size]
+    blocks = []
+    for p, s0, s1 in zip(parents, starts, ends):
+        rows = A.indices[A.indptr[p]:A.indptr[p + 1]]
+        if rows.size == 0:
+            blocks.append(sp.csr_matrix((s1 - s0, d + 1), dtype=np.float64))
+            continue
+        Xr = Xb[rows]
+        f = (Wt[s0:s1] @ sp.csr_matrix(Xr.T)).toarray()  # (outputs, rows)
+        y = 2.0 * Yt[s0:s1][:, rows].toarray() - 1.0
+        grad = (-2.0 * y * np.maximum(0.0, 1.0 - y * f) * np.where(y > 0, C_pos, C_neg)).astype(np.float32)
+        blocks.append(sp.csr_matrix(grad) @ Xr)
+    G = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, d + 1))
+    hold = np.ones(d + 1) if curvature is None else np.r_[np.asarray(curvature, dtype=np.float64), 1.0]
+    hold[d] = BIAS_ANCHOR ** 2 if solver_kw.get("bias", 1.0) else 1.0
+    G.data = G.data / hold[G.indices]
+    inverse = np.empty_like(order)
+    inverse[order] = np.arange(order.size)
+    return sp.csc_matrix((Wt + G)[inverse].T, dtype=np.float32)
+
+
 def test_sampled_centre_cancels_the_samples_gradient_at_the_old_weights():
     """Against the definition, summed row by row in numpy: the centred objective
     1/2 sum_j h_j (w_j - c_j)^2 + 1/2 BIAS_ANCHOR^2 (b - c_b)^2 + sum_i C_yi max(0, 1 - y_i (x_i w + bias b))^2
     over each output's rows (its parent's active rows) has gradient 0 at the old weights."""
-    from xmtc.linear.update import BIAS_ANCHOR, sampled_centre
+    from xmtc.linear.update import BIAS_ANCHOR
 
     X, Y, active, parent_of, W = _sampled_problem()
     d = X.shape[1]
     h = np.r_[np.ones(d - 5), np.full(5, 0.25)]  # a grown vocabulary's new words, held more loosely
     kw = dict(C_pos=0.7, C_neg=0.3, bias=1.0)
-    c = sampled_centre(X, Y, active, parent_of, W, 1.0, kw, h).toarray().astype(np.float64)
+    c = _sampled_centre(X, Y, active, parent_of, W, 1.0, kw, h).toarray().astype(np.float64)
     Xd, Yd, Ad, Wd = X.toarray().astype(np.float64), Y.toarray(), active.toarray(), W.toarray().astype(np.float64)
     hold = np.r_[h, BIAS_ANCHOR ** 2]
     for k, p in enumerate(parent_of):
@@ -491,9 +538,9 @@ def test_sampled_centre_cancels_the_samples_gradient_at_the_old_weights():
 
 def test_the_solvers_sampled_centre_is_the_reference_centre():
     """The kernel moves the centre block by block (``train_level(sample_rows=)``); the refit it gives equals the
-    proximal refit around :func:`sampled_centre`'s numpy centre, with new rows, a grown vocabulary's looser hold
+    proximal refit around :func:`_sampled_centre`'s numpy centre, with new rows, a grown vocabulary's looser hold
     and the bias hold; a centre that drops the sample's gradient, or doubles it, is far from it."""
-    from xmtc.linear.update import _refit, _refit_sampled, sampled_centre
+    from xmtc.linear.update import _refit, _refit_sampled
 
     X_s, Y_s, A_s, parent_of, W = _sampled_problem(seed=5)
     X_n, Y_n, A_n, _, _ = _sampled_problem(seed=6)
@@ -502,7 +549,7 @@ def test_the_solvers_sampled_centre_is_the_reference_centre():
     kw = dict(C_pos=0.6, C_neg=0.4, bias=1.0, tol=1e-6, max_iter=5000, threshold=0.0)
     got = _refit_sampled(X_n, Y_n, A_n, X_s, Y_s, A_s, parent_of, W, 1.0, 1, kw, h).toarray()
     both = [sp.vstack([a, b], format="csr") for a, b in ((X_s, X_n), (Y_s, Y_n), (A_s, A_n))]
-    centre = sampled_centre(X_s, Y_s, A_s, parent_of, W, 1.0, kw, h)
+    centre = _sampled_centre(X_s, Y_s, A_s, parent_of, W, 1.0, kw, h)
     want = _refit(both[0], both[1], parent_of, both[2], centre, "proximal", 1, kw, h).toarray()
     np.testing.assert_allclose(got, want, atol=2e-4)
     assert np.abs(want - W.toarray()).max() > 0.05  # the new rows move the weights: the comparison has teeth

@@ -559,7 +559,7 @@ XMTC_HOT static void warm_dual(const train_args_t *a, scratch_t *s, int64_t r0, 
  * gradient at the old weights is cancelled, c = w_old - sum_i (y_i max(0, 1 - y_i w_old.x_i) / D_ii) x_i over
  * each lane's sample rows (2 C_i = 1 / D_ii); w := c and alpha := 0, so the descent minimises
  * 0.5 ||w - c||^2 + sum_i C_i max(0, 1 - y_i w.x_i)^2 over all the rows. The rows are in the caller's scaled
- * coordinates, where c is this sum (update.sampled_centre computes the same in numpy: the reference the tests
+ * coordinates, where c is this sum (tests/test_learn.py computes the same in numpy: the reference the tests
  * compare with). The block's rows ascend by global id: its sample rows come first. */
 XMTC_HOT static void warm_sampled(const train_args_t *a, scratch_t *s, int64_t r0, int64_t m, const int32_t *prow,
                                   int64_t u, int nl) {

@@ -179,7 +179,8 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
         Proximal keeps an output's old weights on features that none of its rows has.
     sample_rows : proximal only: the first ``sample_rows`` rows of ``X`` are a sampled replay of old training
         rows, and the proximal centre moves to cancel their loss's gradient at ``init``
-        (:func:`xmtc.linear.update.sampled_centre`, computed here in the kernel, block by block).
+        (the centre ``c`` of :mod:`xmtc.linear.update`'s module doc, 3., computed here in the kernel, block by
+        block).
 
     Returns
     -------

@@ -29,8 +29,7 @@ The tree and the feature space stay; what changes:
      point the old weights imply, which is what a retrain on the union would converge to.
    * proximal with a **sampled replay** (``sample=(X_s, Y_s)``: a uniform sample of the old training rows, the
      model's memory): the sample's loss joins the proximal objective, its gradient at ``w_old`` removed
-     (a control variate; the solver's kernel moves the centre block by block, :func:`sampled_centre` is its
-     numpy reference)::
+     (a control variate; the solver's kernel moves the centre block by block, :func:`_refit_sampled`)::
 
          min_w  a/2 ||w - c||_H^2 + C loss(new rows, w) + C loss(sample, w),
          c = w_old + C H^-1 grad loss(sample, w_old) / a
@@ -286,7 +285,7 @@ def _training_rows(X_new, Y_new, replay, d: int, L_old: int):
 def _refit_sampled(X, Y, active, X_s, Y_s, active_s, parent_of, init, bias, n_threads, solver_kw, curvature
                    ) -> sp.csc_matrix:
     """Proximal refits of the old nodes ``init`` on the new rows ``(X, Y, active)`` and the sampled old rows
-    ``(X_s, Y_s, active_s)``, around the centre :func:`sampled_centre` (module doc, 3.), which the solver's kernel
+    ``(X_s, Y_s, active_s)``, around the centre ``c`` of the module doc (3.), which the solver's kernel
     computes block by block from the sample rows it holds anyway (``train_level(sample_rows=)``): the centre as a
     sparse matrix had 3.6x the old weights' entries, and building, adding and sorting it took 11 of the 60 CPU
     seconds of a fifth of yso-finna-en's learn. ``bias``: the level's bias value (the solver's, ``solver_kw``)."""
@@ -297,54 +296,6 @@ def _refit_sampled(X, Y, active, X_s, Y_s, active_s, parent_of, init, bias, n_th
                   n_threads, solver_kw, curvature, sample_rows=X_s.shape[0])
 
 
-def sampled_centre(X_s, Y_s, active_s, parent_of, init, bias, solver_kw, curvature=None) -> sp.csc_matrix:
-    """The centre ``c = w_old + H^-1 C grad loss(sample, w_old)`` of a proximal refit with a sampled replay,
-    per column of ``init`` (the old weights, bias last; ``C``: ``solver_kw``'s ``C_pos`` / ``C_neg``, already
-    divided by the anchor; ``H``: :func:`_refit`'s holds, :data:`BIAS_ANCHOR` squared on the bias and
-    ``curvature`` on the features), so that ``1/2 ||w - c||_H^2 + C loss(sample, w)`` has gradient 0 at
-    ``w_old``. The loss is the squared hinge, ``max(0, 1 - y f)^2``, ``d/df = -2 y max(0, 1 - y f)``, over
-    the rows ``active_s`` makes active for the node's parent and the node's positives (:func:`train_level`'s
-    rule: under teacher forcing those are active already)."""
-    W = sp.csc_matrix(init, dtype=np.float32)
-    d = W.shape[0] - 1
-    n = X_s.shape[0]
-    # the rows with the bias feature appended, and everything per output as rows (csr): slices stay cheap
-    Xb = sp.hstack([sp.csr_matrix(X_s, dtype=np.float32), sp.csr_matrix(np.full((n, 1), bias, dtype=np.float32))],
-                   format="csr")
-    Y_s = sp.csr_matrix(Y_s, dtype=np.float32)
-    A = sp.csc_matrix(sp.csr_matrix(active_s) + Y_s @ _onehot(parent_of, active_s.shape[1]))
-    C_pos, C_neg = float(solver_kw.get("C_pos", 1.0)), float(solver_kw.get("C_neg", 1.0))
-    order = np.argsort(parent_of, kind="stable")
-    Wt = sp.csr_matrix(W.T)[order]  # (K, d + 1)
-    Yt = sp.csr_matrix(Y_s.T)[order]  # (K, n)
-    parents, starts = np.unique(parent_of[order], return_index=True)
-    ends = np.r_[starts[1:], order.size]
-    blocks = []
-    for p, s0, s1 in zip(parents, starts, ends):
-        rows = A.indices[A.indptr[p]:A.indptr[p + 1]]
-        if rows.size == 0:
-            blocks.append(sp.csr_matrix((s1 - s0, d + 1), dtype=np.float64))
-            continue
-        Xr = Xb[rows]
-        f = (Wt[s0:s1] @ sp.csr_matrix(Xr.T)).toarray()  # (outputs, rows)
-        y = 2.0 * Yt[s0:s1][:, rows].toarray() - 1.0
-        grad = (-2.0 * y * np.maximum(0.0, 1.0 - y * f) * np.where(y > 0, C_pos, C_neg)).astype(np.float32)
-        blocks.append(sp.csr_matrix(grad) @ Xr)
-    G = sp.vstack(blocks, format="csr") if blocks else sp.csr_matrix((0, d + 1))
-    hold = np.ones(d + 1) if curvature is None else np.r_[np.asarray(curvature, dtype=np.float64), 1.0]
-    hold[d] = BIAS_ANCHOR ** 2 if solver_kw.get("bias", 1.0) else 1.0
-    G.data = G.data / hold[G.indices]
-    inverse = np.empty_like(order)
-    inverse[order] = np.arange(order.size)
-    return sp.csc_matrix((Wt + G)[inverse].T, dtype=np.float32)
-
-
-def _onehot(parent_of, P: int) -> sp.csr_matrix:
-    """(K, P) 0/1: output k's parent."""
-    K = parent_of.size
-    return sp.csr_matrix((np.ones(K, dtype=np.float32), (np.arange(K), parent_of)), shape=(K, P))
-
-
 def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw, curvature=None, sample_rows: int = 0
            ) -> sp.csc_matrix:
     """Old nodes refitted from their weights ``init``. Proximal refits hold the bias :data:`BIAS_ANCHOR` times
@@ -353,7 +304,7 @@ def _refit(X, Y, parent_of, active, init, warm, n_threads, solver_kw, curvature=
     (b - b_old)^2`` in the bias's own units. A ``curvature`` ``h`` holds feature ``j`` ``sqrt(h_j)`` times
     harder the same way (``x_j / sqrt(h_j)``, ``w_j sqrt(h_j)``): ``1/2 sum_j h_j (w_j - w_old_j)^2``.
     ``sample_rows``: the first rows are a sampled replay (:func:`_refit_sampled`); in these scaled coordinates its
-    centre is ``w_old' - sum_i (y_i slack_i / D_ii) x_i'``, :func:`sampled_centre` scaled."""
+    centre is ``w_old' - sum_i (y_i slack_i / D_ii) x_i'``, the module doc's ``c`` scaled."""
     from .solver import train_level
 
     kw = dict(solver_kw, sample_rows=sample_rows)
