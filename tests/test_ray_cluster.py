@@ -75,6 +75,8 @@ def test_train_on_a_two_node_cluster_equals_the_plain_run_and_uses_both_nodes(tw
     log_text = capsys.readouterr().err
     assert not ray.is_initialized()  # the command connected to the cluster and disconnected again
 
+    # every node had a worker for the job before the work was cut (a slow worker start must not leave one out)
+    assert "ray: workers started on 2 of 2 node(s)" in log_text, log_text[-3000:]
     ran = re.findall(r"ray: (\d+) tasks ran on (\d+) node\(s\): (.+)", log_text)
     assert ran, log_text[-3000:]
     nodes = {}

@@ -190,6 +190,36 @@ def _gather(ray, futures: list, names: list[str]) -> list[list[sp.csc_matrix]]:
     return out
 
 
+def _ready() -> str:
+    """A first task on a node: starts a worker for this job there and imports what the training tasks import."""
+    from ..linear import levelwise, subtrees  # noqa: F401 - imported for the later tasks' sake
+
+    return _node_id()
+
+
+def warm_workers(session: RaySession, timeout: float = 120.0) -> None:
+    """Start one worker on every node with a CPU before the work is cut, and wait for them (up to ``timeout``).
+
+    Ray binds a worker process to the job and starts it when a task first needs one; the driver's node has
+    workers started for the job at once, the other nodes start theirs (a Python process importing numpy,
+    scipy and xmtc: seconds) only when a task is sent there. Meanwhile the driver's node takes the queue task
+    after task, so a fit whose tasks are short could finish before another node has a worker at all. With a
+    warm worker on every node, the tasks spread from the first one; the start-up cost is what the tasks would
+    have paid anyway, paid on all nodes at once."""
+    ray = session.ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    t0 = time.perf_counter()
+    nodes = [n["NodeID"] for n in ray.nodes() if n.get("Alive") and n.get("Resources", {}).get("CPU", 0) >= 1]
+    task = ray.remote(num_cpus=1, max_retries=MAX_RETRIES)(_ready)
+    futures = [task.options(name="xmtc worker start", scheduling_strategy=NodeAffinitySchedulingStrategy(
+        node, soft=True)).remote() for node in nodes]
+    ready, pending = ray.wait(futures, num_returns=len(futures), timeout=timeout)
+    for f in pending:  # a node that cannot start a worker in time: the tasks go where workers are
+        ray.cancel(f, force=True)
+    log.info("ray: workers started on %d of %d node(s) in %.1fs", len(ready), len(nodes), time.perf_counter() - t0)
+
+
 def ray_runner(session: RaySession):
     """A ``run_tasks`` for :func:`xmtc.linear.subtrees.fit_by_subtrees` that runs each subtree as a Ray task."""
     ray = session.ray
@@ -263,6 +293,7 @@ def linear_fit(spec: str):
                                                  progress=progress, **solver_kw)
 
         with RaySession(spec) as session:
+            warm_workers(session)
             if negatives == "tfn":
                 return fit_by_subtrees(X, Y, tree, workers=session.workers, negatives=negatives,
                                        beam_size=beam_size, progress=progress, run_tasks=ray_runner(session),
