@@ -33,14 +33,18 @@ sys.path.insert(0, str(ROOT))
 from _data import read_tsv  # noqa: E402
 
 
-def label_file_for(name: str) -> Path:
-    own = DATA / name / "labels.txt.gz"
+def label_file_for(name: str, root: Path = DATA) -> Path:
+    """The set's own labels.txt.gz, else its parent's: the longest prefix of its name (cut at a '-') that names
+    a set of the shared data with one (yso-finna-en-2k-20k and yso-finna-en-long-564 take yso-finna-en's)."""
+    own = root / name / "labels.txt.gz"
     if own.exists():
         return own
-    base = DATA / name.split("-2k-")[0] / "labels.txt.gz"  # the cut's parent set
-    if base.exists():
-        return base
-    raise SystemExit(f"{name}: no labels.txt.gz, and none in its parent set")
+    parts = name.split("-")
+    for n in range(len(parts) - 1, 0, -1):
+        base = DATA / "-".join(parts[:n]) / "labels.txt.gz"
+        if base.exists():
+            return base
+    raise SystemExit(f"{name}: no labels.txt.gz, and none in a parent set")
 
 
 def open_split(train, test, share: float, seed: int) -> tuple[list, set[str], set[str]]:
@@ -66,16 +70,22 @@ def main(argv=None) -> int:
     ap.add_argument("-o", "--output", required=True)
     ap.add_argument("--share", type=float, default=0.2, help="Share of the labels hidden from training (0.2)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--data-root", default=str(DATA), help="folder of the data sets (a cut made by long_cut.py:"
+                    " benchmarks/out/data)")
     args = ap.parse_args(argv)
-    src, out = DATA / args.dataset, Path(args.output)
+    src, out = Path(args.data_root) / args.dataset, Path(args.output)
     out.mkdir(parents=True, exist_ok=True)
     train, test = (list(zip(*reversed(read_tsv(src / f"{part}.txt.gz")))) for part in ("train", "test"))
     new_train, hidden, unseen = open_split(train, test, args.share, args.seed)
     write_tsv(out / "train.tsv.gz", new_train)
     write_tsv(out / "test.tsv.gz", test)
+    for part in ("train", "test"):  # the names train_command.py and the harness read, beside xmtc's own
+        link = out / f"{part}.txt.gz"
+        if not link.exists():
+            link.symlink_to(f"{part}.tsv.gz")
     (out / "unseen.txt").write_text("".join(x + "\n" for x in sorted(unseen)), encoding="utf-8")
     used = {x for labels, _ in train + test for x in labels}
-    with gzip.open(label_file_for(args.dataset), "rt", encoding="utf-8") as fh, \
+    with gzip.open(label_file_for(args.dataset, Path(args.data_root)), "rt", encoding="utf-8") as fh, \
             gzip.open(out / "labels.txt.gz", "wt", encoding="utf-8") as dst:
         for line in fh:
             if line.startswith("#") or line.split("\t", 1)[0] in used:

@@ -209,3 +209,45 @@ def test_isotonic_steps_are_scikit_learns_breakpoints():
         np.testing.assert_allclose(y_thr, ref.y_thresholds_, rtol=0, atol=1e-12)
         grid = np.linspace(-0.1, 1.1, 50)
         np.testing.assert_allclose(np.interp(grid, x_thr, y_thr), ref.predict(grid), atol=1e-12)
+
+
+def test_pava_is_scipys_isotonic_regression():
+    """calibration.pava (C) against its definition: hand cases, then SciPy's pool-adjacent-violators on random
+    values, ties and weights (a kernel that pooled unweighted, or only neighbours once, or not at all, differs)."""
+    from scipy.optimize import isotonic_regression
+
+    from xmtc.models.calibration import pava
+
+    np.testing.assert_array_equal(pava(np.array([3.0, 1.0, 2.0]), np.ones(3)), [2.0, 2.0, 2.0])
+    np.testing.assert_allclose(pava(np.array([1.0, 0.0]), np.array([1.0, 3.0])), [0.25, 0.25])  # weighted mean
+    np.testing.assert_array_equal(pava(np.array([0.0, 2.0, 1.0, 3.0]), np.ones(4)), [0.0, 1.5, 1.5, 3.0])
+    assert pava(np.zeros(0), np.zeros(0)).shape == (0,)
+    rng = np.random.default_rng(11)
+    for trial in range(300):
+        n = int(rng.integers(1, 200))
+        y = rng.random(n) if trial % 3 else np.round(rng.random(n), 1)
+        w = rng.integers(1, 20, n).astype(np.float64) if trial % 2 else rng.random(n) + 0.01
+        np.testing.assert_allclose(pava(y, w), isotonic_regression(y, weights=w).x, rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="one length"):
+        pava(np.ones(3), np.ones(2))
+
+
+def test_train_with_a_label_file_imports_neither_scikit_learn_nor_scipy_optimize(tmp_path):
+    """`xmtc train --label-file` (calibration and the label-text route's map, both isotonic) loads neither
+    scikit-learn (~1 s) nor scipy.optimize (~0.3 s), the imports the isotonic maps once cost every command."""
+    import subprocess
+    import sys
+    import textwrap
+
+    from xmtc.data import sample_path
+
+    code = textwrap.dedent(f"""
+        import sys
+        from xmtc import cli
+        assert cli.main(["train", {str(sample_path("train"))!r}, "-o", {str(tmp_path / "m")!r}, "-q",
+                         "--label-file", {str(sample_path("labels"))!r}]) == 0
+        print(sorted(k for k in sys.modules if k.split(".")[0] == "sklearn" or k.startswith("scipy.optimize")))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]", out.stdout[-2000:]
+    assert (tmp_path / "m" / "label_route.safetensors").exists()  # the route was fitted, its map with it
