@@ -374,78 +374,14 @@ class XRLinear(XMCModel):
                                    f" but the featurizer and encoder produce {produced}")
 
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
-        stages = []
-        if self.featurizer_ is not None:
-            params, arrays = self.featurizer_.to_arrays()
-            stages.append({"name": "featurizer", "type": "tfidf", "params": params,
-                           "file": writer.arrays("featurizer", arrays)})
-        stages.append({"name": "features", "type": "dimension", "n_features": self.n_features_})
-        for t, model in enumerate(self.models_):
-            stages.append({"name": f"tree-{t}", "type": "hierarchical-linear",
-                           "file": writer.arrays(f"tree-{t}", model.to_arrays(layout="beam"))})
-        memory = getattr(self, "memory_", None)
-        if memory is not None:
-            from ...models.memory import STAGE
+        from .stages import save_stages
 
-            params, arrays = memory.to_arrays()
-            stages.append({"name": STAGE, "type": "sparse-rows", "params": params,
-                           "file": writer.arrays("training_memory", arrays)})
-        few_shot = getattr(self, "few_shot_", None)
-        if few_shot is not None and len(few_shot):
-            from ...models.few_shot import STAGE as FEW_SHOT
-
-            params, arrays = few_shot.to_arrays()
-            stages.append({"name": FEW_SHOT, "type": "flat-rankers", "params": params,
-                           "file": writer.arrays("few_shot_rankers", arrays)})
-        return stages
+        return save_stages(self, writer)
 
     def _load_stages(self, reader: ModelReader) -> None:
-        names = [st.get("name") for st in reader.manifest["stages"]]
-        self.featurizer_ = None
-        if "featurizer" in names:
-            from ...features.tfidf import TfidfFeaturizer
+        from .stages import load_stages
 
-            st = reader.stage("featurizer")
-            self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}),
-                                                           reader.arrays(reader.stage_value("featurizer", "file")))
-        self.n_features_ = reader.stage_value("features", "n_features", int)
-        if self.n_features_ < 1:
-            raise ModelFormatError(f"{reader.folder}: stage 'features' declares {self.n_features_} features")
-        if self.featurizer_ is not None and self._own_features_only():
-            self._check_feature_count(reader, self.featurizer_.n_features_)
-        self.models_ = []
-        n_trees = sum(1 for name in names if isinstance(name, str) and name.startswith("tree-"))
-        wanted = getattr(self, "n_trees", 1)  # the transformer methods have one tree and no such parameter
-        if n_trees < 1 or (wanted > 0 and n_trees != wanted):
-            raise ModelFormatError(f"{reader.folder}: the manifest has {n_trees} tree stage(s); n_trees is"
-                                   f" {wanted}" + (" (0 = auto)" if wanted == 0 else ""))
-        for t in range(n_trees):
-            # memory-mapped: the beam layout (format 2) is used in place, so a model larger than RAM
-            # predicts and processes serving one model share its pages; format 1 files are rebuilt
-            model = HierarchicalLinearModel.from_arrays(reader.arrays(reader.stage_value(f"tree-{t}", "file"),
-                                                                      mmap=True))
-            # labels added after training (``xmtc labels add``) follow the tree's: the label-text route scores them
-            trained = self.models_[0].n_labels if self.models_ else model.n_labels
-            if model.n_labels != trained or model.n_labels > len(self.labels_) or model.n_features != self.n_features_:
-                raise ModelFormatError(f"{reader.folder}: tree-{t} has {model.n_labels} labels and"
-                                       f" {model.n_features} features; the model has {len(self.labels_)}"
-                                       f" labels and {self.n_features_} features")
-            self.models_.append(model)
-        self.memory_ = None
-        from ...models.memory import STAGE, TrainingMemory
-
-        if STAGE in names:
-            st = reader.stage(STAGE)
-            self.memory_ = TrainingMemory.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
-                                                      self.n_features_, len(self.labels_), f"{reader.folder / st['file']}")
-        self.few_shot_ = None
-        from ...models.few_shot import STAGE as FEW_SHOT, FewShotRankers
-
-        if FEW_SHOT in names:
-            st = reader.stage(FEW_SHOT)
-            self.few_shot_ = FewShotRankers.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
-                                                        self.n_features_, len(self.labels_),
-                                                        f"{reader.folder / st['file']}")
+        load_stages(self, reader)
 
 
 def plain_linear_fit(X, Y, tree, **settings) -> HierarchicalLinearModel:
