@@ -111,6 +111,29 @@ def test_a_node_that_moves_to_another_parent_rebuilds_the_level():
     _same(grown(level, 8, parent_new, 3), BeamLevel.from_weights(sp.csc_matrix(big), parent_new, 3))
 
 
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), d=st.integers(1, 20), extra_d=st.integers(0, 4), K=st.integers(1, 20),
+       extra_k=st.integers(0, 4), P=st.integers(1, 6), extra_p=st.integers(0, 2), n_moved=st.integers(1, 6),
+       density=st.sampled_from([0.0, 0.2, 0.7, 1.0]))
+def test_nodes_moved_to_other_parents_equal_a_rebuild(seed, d, extra_d, K, extra_k, P, extra_p, n_moved, density):
+    """Own nodes placed under other parents (their siblings' offsets shift under the old and the new parent), with
+    new features, nodes and parents besides: every array as a rebuild from the weights gives it (a renumbering
+    off by one, a moved node's weights or bias lost, a segment left empty or unsorted all show)."""
+    rng = np.random.default_rng(seed)
+    P = min(P, K)
+    W, parent_of = _random_level(rng, d, K, P, density)
+    level = BeamLevel.from_weights(sp.csc_matrix(W), parent_of, P, bias=1.0)
+    P2 = P + extra_p
+    moved = rng.permutation(K)[:min(n_moved, K)]
+    parent_new = np.concatenate([parent_of, rng.integers(0, P2, extra_k)])
+    parent_new[moved] = rng.integers(0, P2, moved.size)  # some may land on their own parent again
+    big = np.zeros((d + extra_d + 1, K + extra_k), dtype=np.float32)
+    big[:d, :K] = W[:d]
+    big[-1, :K] = W[d]
+    expect = BeamLevel.from_weights(sp.csc_matrix(big), parent_new, P2, bias=1.0)
+    _same(grown(level, d + extra_d, parent_new, P2), expect)
+
+
 def test_bad_edits_are_refused():
     level = BeamLevel.from_weights(sp.csc_matrix(np.ones((3, 2), dtype=np.float32)), np.array([0, 0]), 1)
     with pytest.raises(ValueError, match="shape"):
