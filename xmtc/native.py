@@ -1,7 +1,8 @@
 """xmtc's compiled kernels (``xmtc/csrc``), loaded with ctypes.
 
 Why C and ctypes instead of a JIT (numba) for the linear solver, beam search, k-means and the text
-kernels (TF-IDF tokenising, n-grams and rows; character n-grams; the label-text route's top-k): these
+kernels (TF-IDF tokenising, n-grams and rows; character n-grams; the label-text route's top-k; the isotonic
+maps' pool-adjacent-violators): these
 run in every fit and prediction, and a JIT's price is paid by each process that uses them: ~54 MB of
 LLVM in memory, ~0.3 s to import it and ~0.5 s to load even cached kernels on the first call.  On a
 small data set (reuters21578: 7.8k documents) that was a third of the training time and half the
