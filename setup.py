@@ -17,7 +17,8 @@ setup(
         Extension(
             "xmtc._native",
             sources=["xmtc/csrc/module.c", "xmtc/csrc/threads.c", "xmtc/csrc/solver.c", "xmtc/csrc/beam.c",
-                     "xmtc/csrc/kmeans.c", "xmtc/csrc/text.c", "xmtc/csrc/isotonic.c"],
+                     "xmtc/csrc/kmeans.c", "xmtc/csrc/text.c", "xmtc/csrc/isotonic.c",
+                     "xmtc/csrc/char_fit.c"],
             depends=["xmtc/csrc/native.h"],
             extra_compile_args=compile_args,
             extra_link_args=link_args,

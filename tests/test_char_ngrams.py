@@ -81,3 +81,40 @@ def test_fit_equals_scikit_learns_vocabulary_and_idf_to_the_bit_without_importin
     assert b.ngrams_ == feat.ngrams_
     with pytest.raises(ValueError, match="empty vocabulary"):
         CharNgramFeaturizer().fit(["", "  "])
+
+
+@pytest.mark.parametrize("ngram_range", [(3, 5), (1, 3), (2, 6)])
+def test_the_fit_kernel_counts_what_the_analyzer_counts(ngram_range):
+    """char_ngram_kernels.fit_vocabulary (C) against the featurizer's own count in Python: the same n-grams in the
+    same order and the same document frequencies, at other n-gram ranges too (a kernel that counted occurrences
+    instead of texts, or dropped a word's whole-word n-gram, or mis-decoded a key, differs)."""
+    from xmtc.features.char_ngram_kernels import fit_vocabulary
+    from xmtc.features.char_ngrams import _words
+
+    rng = np.random.default_rng(sum(ngram_range))
+    alphabet = list("aab bcc Ωé ") + ["zz", "  ", "\U0001f600"]
+    texts = ["".join(rng.choice(alphabet, size=int(rng.integers(0, 40)))) for _ in range(60)] + ["aaaa aaaa", "a"]
+    words = [_words(t) for t in texts]
+    feat = CharNgramFeaturizer(ngram_range)
+    got, df = fit_vocabulary(words, *ngram_range)
+    want, want_df = feat._counted(words)
+    assert got == want and len(got) > 20
+    np.testing.assert_array_equal(df, want_df)
+    if ngram_range[1] >= 6:  # a word twice in one text (and in no other): counted once
+        assert df[got.index(" aaaa ")] == 1
+
+
+def test_an_alphabet_too_large_for_the_kernel_is_counted_in_python_to_the_same_vocabulary():
+    """10,000 distinct characters: base 10,001 keys of five characters overflow 62 bits, so the fit falls back to
+    the Python count, still scikit-learn's vocabulary and idf."""
+    from xmtc.features.char_ngram_kernels import fit_vocabulary
+    from xmtc.features.char_ngrams import _words
+
+    rng = np.random.default_rng(3)
+    chars = [chr(0x4E00 + i) for i in range(10_000)]
+    texts = [" ".join("".join(rng.choice(chars, size=int(rng.integers(1, 7)))) for _ in range(5)) for _ in range(2100)]
+    assert fit_vocabulary([_words(t) for t in texts], 3, 5) is None
+    feat = CharNgramFeaturizer().fit(texts)
+    ref = TfidfVectorizer(analyzer="char_wb", ngram_range=(3, 5), sublinear_tf=True, dtype=np.float32).fit(texts)
+    assert feat.ngrams_ == sorted(ref.vocabulary_, key=ref.vocabulary_.get)
+    np.testing.assert_array_equal(feat.idf_, ref.idf_)

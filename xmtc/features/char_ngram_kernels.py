@@ -64,3 +64,73 @@ def ngram_ids(words: list[str], words_per_text: np.ndarray, table, min_n: int, m
                                   ptr(table_keys, np.int64), ptr(table_ids, np.int32), int(bits),
                                   ptr(out_text, np.int64), ptr(out_id, np.int64))
     return out_text[:n], out_id[:n]
+
+
+# a fit whose n-grams would need a larger table than this (2**24 slots, 256 MB) is left to the analyzer itself
+MAX_FIT_BITS = 24
+
+
+def fit_vocabulary(words_per_text: list[list[str]], min_n: int, max_n: int):
+    """``(n-grams, df)`` of the texts (each a list of the analyzer's words): every distinct n-gram in sorted
+    order (Python's string order, scikit-learn's vocabulary order) and the number of texts holding it, counted
+    by ``xmtc_char_fit`` (``xmtc/csrc/char_fit.c``); None where the alphabet is too large for the kernel's keys
+    or the n-grams for its table (the caller counts them itself)."""
+    index: dict[str, int] = {}
+    pair_word: list[int] = []
+    sizes = np.zeros(len(words_per_text) + 1, dtype=np.int64)
+    for t, ws in enumerate(words_per_text):
+        distinct = {index.setdefault(w, len(index)) for w in ws}
+        pair_word.extend(distinct)
+        sizes[t + 1] = len(distinct)
+    words = list(index)
+    if not words:
+        return [], np.zeros(0, dtype=np.int64)
+    chars = sorted(set("".join(words)) | {" "})
+    A = len(chars) + 1
+    if float(A) ** max_n >= 2.0 ** 62:
+        return None
+    code_of = np.zeros(ord(chars[-1]) + 1, dtype=np.int64)
+    code_of[[ord(c) for c in chars]] = np.arange(1, A)
+    codes = code_of[np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)]
+    word_len = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
+    # n-grams per word, an upper bound on the distinct ones: the table's size and the slot list's
+    padded, bound, done = word_len + 2, np.zeros(len(words), dtype=np.int64), np.zeros(len(words), dtype=bool)
+    for n in range(min_n, max_n + 1):
+        whole = ~done & (padded <= n)
+        bound += np.where(done, 0, np.where(whole, 1, padded - n + 1))
+        done |= whole
+    total = int(bound.sum())
+    bits = max(4, (2 * total - 1).bit_length())
+    if bits > MAX_FIT_BITS:
+        return None
+    table_keys = np.full(1 << bits, -1, dtype=np.int64)
+    table_df = np.zeros(1 << bits, dtype=np.int32)
+    table_last = np.full(1 << bits, -1, dtype=np.int32)
+    gram_ptr = np.zeros(len(words) + 1, dtype=np.int64)
+    gram_slot = np.empty(max(total, 1), dtype=np.int64)
+    pair_ptr = np.cumsum(sizes)
+    pair_word_arr = np.fromiter(pair_word, dtype=np.int32, count=len(pair_word))
+    found = lib().xmtc_char_fit(ptr(codes, np.int64), ptr(word_len, np.int64), len(words), int(min_n), int(max_n),
+                                int(A), int(code_of[ord(" ")]), ptr(pair_ptr, np.int64), ptr(pair_word_arr, np.int32),
+                                len(words_per_text), ptr(table_keys, np.int64), ptr(table_df, np.int32),
+                                ptr(table_last, np.int32), bits, ptr(gram_ptr, np.int64), ptr(gram_slot, np.int64))
+    if found < 0:  # cannot happen with the bound above; kept for a kernel that stops early
+        return None
+    used = np.flatnonzero(table_keys >= 0)
+    keys, df = table_keys[used], table_df[used].astype(np.int64)
+    # each key's codes, least significant (its last character) first; a key's length is its number of digits
+    digits = np.zeros((keys.size, max_n), dtype=np.int64)
+    rest = keys.copy()
+    for j in range(max_n):
+        digits[:, j] = rest % A
+        rest //= A
+    length = np.count_nonzero(digits, axis=1)
+    point = np.zeros(A, dtype=np.uint32)
+    point[1:] = [ord(c) for c in chars]
+    text = np.zeros((keys.size, max_n), dtype=np.uint32)  # code points, left-aligned, NUL-padded
+    for i in range(max_n):
+        has = np.flatnonzero(length > i)
+        text[has, i] = point[digits[has, length[has] - 1 - i]]
+    strings = text.view(f"<U{max_n}").ravel()
+    order = np.argsort(strings, kind="stable")  # NUL padding sorts first: a prefix before its extensions
+    return strings[order].tolist(), df[order]
