@@ -19,7 +19,8 @@ The map ``g_b`` is fitted per **label-frequency band** (labels grouped by traini
 ``n_bands`` bands holding equal shares of the validation suggestions), because one raw score means
 different odds for a head label with hundreds of examples and a tail label with three. Two maps are
 available: isotonic (scikit-learn's ``sklearn.isotonic.IsotonicRegression``, computed by :func:`isotonic_steps`
-to the same breakpoints without importing it) and Platt scaling (``sklearn.linear_model.LogisticRegression``); benchmarks/calibration.py measures both and the default is the one
+to the same breakpoints without importing it) and Platt scaling (``sklearn.linear_model.LogisticRegression``);
+benchmarks/calibration.py measures both and the default is the one
 with the lower test ECE there. On yso-finna-en-2k-20k (XR-Linear trained on 18,000 documents, calibrated on
 the other 2,000 of the training file, scored on the 5,000 test documents), ECE of the top-5 scores: raw 6.98%,
 isotonic 1.21% (one band) / 1.10% (three bands), Platt 3.35% / 3.36%; three Platt bands cost 3 points of P@1
