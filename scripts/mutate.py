@@ -186,6 +186,12 @@ TARGETS = [
                                         "negative_sketch", "_decision"],
      ["tests/test_few_shot.py", "tests/test_few_shot_chars.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
     # -- the few-shot stage over character n-grams and the remembered texts it reads --------------------------
+    # -- the character featurizer's fit counted in C, the isotonic maps' own PAV: their Python halves --
+    ("xmtc/features/char_ngram_kernels.py", ["fit_vocabulary"], ["tests/test_char_ngrams.py"], OPEN_OPS),
+    ("xmtc/features/char_ngrams.py", ["CharNgramFeaturizer.fit", "CharNgramFeaturizer._counted"],
+     ["tests/test_char_ngrams.py"], OPEN_OPS),
+    ("xmtc/models/calibration.py", ["pava", "isotonic_steps", "laplace_blocks"], ["tests/test_calibration.py"],
+     OPEN_OPS),
     ("xmtc/models/few_shot_chars.py", ["fitted_featurizer", "char_rows", "centroids"],
      ["tests/test_few_shot_chars.py", "tests/test_few_shot.py", "tests/test_few_shot_pins.py"], OPEN_OPS),
     ("xmtc/models/few_shot_words.py", ["rankers"],
