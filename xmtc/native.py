@@ -49,7 +49,7 @@ _SIGNATURES = {
     "xmtc_char_ngram_ids": [_p, _p, _p] + [_c_i64] * 5 + [_p, _p, _c_int, _p, _p],
     "xmtc_route_top_rows": [_p, _p, _p, _c_i64, _p, _p, _p, _c_i64, _p, _p, _p, _p],
     "xmtc_pava": [_p, _p, _p, _c_i64],
-    "xmtc_char_fit": [_p, _p] + [_c_i64] * 5 + [_p, _p, _c_i64, _p, _p, _p, _c_int, _p, _p],
+    "xmtc_char_fit": [_p, _p] + [_c_i64] * 5 + [_p, _p, _c_i64, _p, _p, _p, _c_int, _p, _p, _c_i64],
 }
 _VOID = {"xmtc_feature_major_fill", "xmtc_layout_edit", "xmtc_ngram_lookup", "xmtc_doc_term_freq", "xmtc_rows_bound",
          "xmtc_rows_compact", "xmtc_char_fill", "xmtc_route_top_rows"}

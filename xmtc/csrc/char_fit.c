@@ -15,11 +15,13 @@ static inline int64_t fit_slot(int64_t key, int bits) { return (int64_t)(((uint6
  * gram_slot[gram_ptr[w]:gram_ptr[w + 1]].  Pass 2, over the texts (text t's distinct words
  * pair_word[pair_ptr[t]:pair_ptr[t + 1]]): table_df[s] counts the texts holding slot s's n-gram (table_last:
  * -1 from the caller, the last text counted).  Returns the number of distinct n-grams, or -1 when they would
- * fill more than half of the table (the caller retries with a larger one). */
+ * fill more than half of the table or the words' n-grams more than gram_cap slots (nothing is written past
+ * either; the caller counts another way). */
 XMTC_API int64_t xmtc_char_fit(const int64_t *codes, const int64_t *word_len, int64_t n_words, int64_t min_n,
                                int64_t max_n, int64_t A, int64_t space, const int64_t *pair_ptr,
                                const int32_t *pair_word, int64_t n_texts, int64_t *table_keys, int32_t *table_df,
-                               int32_t *table_last, int bits, int64_t *gram_ptr, int64_t *gram_slot) {
+                               int32_t *table_last, int bits, int64_t *gram_ptr, int64_t *gram_slot,
+                               int64_t gram_cap) {
     const int64_t mask = ((int64_t)1 << bits) - 1, limit = ((int64_t)1 << bits) / 2;
     int64_t distinct = 0, g = 0, start = 0;
     for (int64_t w = 0; w < n_words; w++) {
@@ -39,6 +41,7 @@ XMTC_API int64_t xmtc_char_fit(const int64_t *codes, const int64_t *word_len, in
                     if (++distinct > limit) return -1;
                     table_keys[h] = key;
                 }
+                if (g >= gram_cap) return -1;
                 gram_slot[g++] = h;
             }
             if (whole) break;

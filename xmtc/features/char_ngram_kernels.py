@@ -113,8 +113,9 @@ def fit_vocabulary(words_per_text: list[list[str]], min_n: int, max_n: int):
     found = lib().xmtc_char_fit(ptr(codes, np.int64), ptr(word_len, np.int64), len(words), int(min_n), int(max_n),
                                 int(A), int(code_of[ord(" ")]), ptr(pair_ptr, np.int64), ptr(pair_word_arr, np.int32),
                                 len(words_per_text), ptr(table_keys, np.int64), ptr(table_df, np.int32),
-                                ptr(table_last, np.int32), bits, ptr(gram_ptr, np.int64), ptr(gram_slot, np.int64))
-    if found < 0:  # cannot happen with the bound above; kept for a kernel that stops early
+                                ptr(table_last, np.int32), bits, ptr(gram_ptr, np.int64), ptr(gram_slot, np.int64),
+                                gram_slot.size)
+    if found < 0:  # the bound above holds every n-gram, so this cannot happen; the kernel checks it all the same
         return None
     used = np.flatnonzero(table_keys >= 0)
     keys, df = table_keys[used], table_df[used].astype(np.int64)
