@@ -6,10 +6,6 @@
  * its codes spell in base A (codes 1..A-1, so a key's length is its number of digits). */
 #include "native.h"
 
-#define FIT_FIB 0x9E3779B97F4A7C15ULL
-
-static inline int64_t fit_slot(int64_t key, int bits) { return (int64_t)(((uint64_t)key * FIT_FIB) >> (64 - bits)); }
-
 /* Pass 1, over the distinct words (word_len[w] codes of codes[]): each n-gram's key found or inserted in
  * table_keys (1 << bits slots, -1 = empty), its slot appended to gram_slot, word w's slots at
  * gram_slot[gram_ptr[w]:gram_ptr[w + 1]].  Pass 2, over the texts (text t's distinct words
@@ -31,11 +27,8 @@ XMTC_API int64_t xmtc_char_fit(const int64_t *codes, const int64_t *word_len, in
             const int whole = n >= L;
             const int64_t last = whole ? 0 : L - n, width = whole ? L : n;
             for (int64_t off = 0; off <= last; off++) {
-                int64_t key = 0;
-                for (int64_t q = off; q < off + width; q++)
-                    key = (int64_t)((uint64_t)key * (uint64_t)A +
-                                    (uint64_t)((q == 0 || q == L - 1) ? space : codes[start + q - 1]));
-                int64_t h = fit_slot(key, bits);
+                const int64_t key = xmtc_gram_key(codes + start, L, off, width, A, space);  /* no code is 0 here */
+                int64_t h = xmtc_slot(key, bits);
                 while (table_keys[h] != -1 && table_keys[h] != key) h = (h + 1) & mask;
                 if (table_keys[h] == -1) {
                     if (++distinct > limit) return -1;

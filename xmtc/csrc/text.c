@@ -15,7 +15,6 @@
 
 #define FNV_OFFSET 0xCBF29CE484222325ULL
 #define FNV_PRIME 0x100000001B3ULL
-#define FIB 0x9E3779B97F4A7C15ULL
 
 /* ---------------------------------------------------------------------------------------------------------
  * Unigrams: maximal runs of >= 2 word characters of NUL-separated UTF-8 texts, interned by FNV-1a.
@@ -193,7 +192,7 @@ XMTC_API int xmtc_ngram_fit(const int32_t *prev, const int32_t *uni, int64_t T, 
             int32_t p = prev[i];
             if (p < 0) continue;
             int64_t key = pair_key(p, uni[i + n - 1], n_uni);
-            int64_t s = (int64_t)(((uint64_t)key * FIB) >> (64 - bits));
+            int64_t s = xmtc_slot(key, bits);
             int64_t found = -1;
             while (slot[s] >= 0) {
                 if (keys[slot[s]] == key) {
@@ -215,11 +214,11 @@ XMTC_API int xmtc_ngram_fit(const int32_t *prev, const int32_t *uni, int64_t T, 
                     slot = grown;
                     for (int64_t q = 0; q < cap; q++) slot[q] = -1;
                     for (int64_t j = 0; j < nk; j++) {
-                        int64_t q = (int64_t)(((uint64_t)keys[j] * FIB) >> (64 - bits));
+                        int64_t q = xmtc_slot(keys[j], bits);
                         while (slot[q] >= 0) q = (q + 1) & (cap - 1);
                         slot[q] = (int32_t)j;
                     }
-                    s = (int64_t)(((uint64_t)key * FIB) >> (64 - bits));
+                    s = xmtc_slot(key, bits);
                     while (slot[s] >= 0) s = (s + 1) & (cap - 1);
                 }
                 found = nk;
@@ -428,13 +427,11 @@ XMTC_API void xmtc_rows_compact(const int64_t *ub_ptr, const void *indptr, int64
  * Character n-grams (the char_wb walk) looked up in an open-addressing table of base-A keys.
  * --------------------------------------------------------------------------------------------------------- */
 
-static inline int64_t char_slot(int64_t key, int bits) { return (int64_t)(((uint64_t)key * FIB) >> (64 - bits)); }
-
 /* Insert keys[n] into table_keys / table_ids (1 << bits slots, -1 = empty); id = position in keys. */
 XMTC_API void xmtc_char_fill(const int64_t *keys, int64_t n, int64_t *table_keys, int32_t *table_ids, int bits) {
     int64_t mask = ((int64_t)1 << bits) - 1;
     for (int64_t i = 0; i < n; i++) {
-        int64_t h = char_slot(keys[i], bits);
+        int64_t h = xmtc_slot(keys[i], bits);
         while (table_keys[h] != -1) h = (h + 1) & mask;
         table_keys[h] = keys[i];
         table_ids[h] = (int32_t)i;
@@ -458,17 +455,9 @@ XMTC_API int64_t xmtc_char_ngram_ids(const int64_t *codes, const int64_t *word_l
             int64_t last = whole ? 0 : L - n;
             int64_t width = whole ? L : n;
             for (int64_t off = 0; off <= last; off++) {
-                int64_t key = 0;
-                for (int64_t q = off; q < off + width; q++) {
-                    int64_t c = (q == 0 || q == L - 1) ? space : codes[start + q - 1];
-                    if (c == 0) {
-                        key = -1;
-                        break;
-                    }
-                    key = (int64_t)((uint64_t)key * (uint64_t)A + (uint64_t)c);
-                }
+                const int64_t key = xmtc_gram_key(codes + start, L, off, width, A, space);
                 if (key < 0) continue;
-                int64_t h = char_slot(key, bits);
+                int64_t h = xmtc_slot(key, bits);
                 while (table_keys[h] != -1) {
                     if (table_keys[h] == key) {
                         out_text[n_out] = word_text[w];

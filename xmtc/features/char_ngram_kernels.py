@@ -20,21 +20,31 @@ import numpy as np
 from ..native import lib, ptr
 
 
+def _alphabet(strings: list[str], longest: int):
+    """``(chars, code_of, codes)`` of the strings' characters and the padding space, or None when base
+    ``len(chars) + 1`` keys of ``longest`` characters would not fit 62 bits: ``chars`` sorted (code ``i + 1`` is
+    ``chars[i]``, so keys sort as the strings do), ``code_of`` maps a code point below its size to its code (0: not
+    in the alphabet), ``codes`` the strings' characters, concatenated, as codes."""
+    chars = sorted(set("".join(strings)) | {" "})
+    if float(len(chars) + 1) ** longest >= 2.0 ** 62:
+        return None
+    code_of = np.zeros(ord(chars[-1]) + 1, dtype=np.int64)
+    code_of[[ord(c) for c in chars]] = np.arange(1, len(chars) + 1)
+    cps = np.frombuffer("".join(strings).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    return chars, code_of, code_of[cps.astype(np.int64)]
+
+
 def ngram_table(ngrams: list[str], max_n: int):
     """``(code_of, A, space, keys, ids, bits)`` for :func:`ngram_ids`, or None when the alphabet is too large:
     ``code_of`` maps a code point below its size to its code (0: not in the alphabet)."""
-    chars = sorted(set("".join(ngrams)) | {" "})
-    A = len(chars) + 1
-    longest = max(max_n, max((len(g) for g in ngrams), default=0))
-    if float(A) ** longest >= 2.0 ** 62:
+    alphabet = _alphabet(ngrams, max(max_n, max((len(g) for g in ngrams), default=0)))
+    if alphabet is None:
         return None
-    code_of = np.zeros(ord(chars[-1]) + 1, dtype=np.int64)
-    code_of[[ord(c) for c in chars]] = np.arange(1, A)
-    cps = np.frombuffer("".join(ngrams).encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    chars, code_of, codes = alphabet
+    A = len(chars) + 1
     lens = np.fromiter(map(len, ngrams), dtype=np.int64, count=len(ngrams))
     starts = np.zeros(len(ngrams) + 1, dtype=np.int64)
     np.cumsum(lens, out=starts[1:])
-    codes = code_of[cps.astype(np.int64)]
     keys = np.zeros(len(ngrams), dtype=np.int64)
     for j in range(int(lens.max(initial=0))):  # key = key * A + code, one character position at a time
         has = lens > j
@@ -85,13 +95,11 @@ def fit_vocabulary(words_per_text: list[list[str]], min_n: int, max_n: int):
     words = list(index)
     if not words:
         return [], np.zeros(0, dtype=np.int64)
-    chars = sorted(set("".join(words)) | {" "})
-    A = len(chars) + 1
-    if float(A) ** max_n >= 2.0 ** 62:
+    alphabet = _alphabet(words, max_n)  # an n-gram, a whole padded word included, has at most max_n characters
+    if alphabet is None:
         return None
-    code_of = np.zeros(ord(chars[-1]) + 1, dtype=np.int64)
-    code_of[[ord(c) for c in chars]] = np.arange(1, A)
-    codes = code_of[np.frombuffer("".join(words).encode("utf-32-le", "surrogatepass"), dtype=np.uint32).astype(np.int64)]
+    chars, code_of, codes = alphabet
+    A = len(chars) + 1
     word_len = np.fromiter(map(len, words), dtype=np.int64, count=len(words))
     # n-grams per word, an upper bound on the distinct ones: the table's size and the slot list's
     padded, bound, done = word_len + 2, np.zeros(len(words), dtype=np.int64), np.zeros(len(words), dtype=bool)

@@ -70,9 +70,6 @@ def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> B
     entry_parent = np.repeat(stripped.seg[:, 0], stripped.seg[:, 1])
     node = level.child_ids[level.child_ptr[entry_parent] + stripped.ent["col"]]
     child_ptr, child_ids = children(parent_of, n_parents)
-    offset = np.empty(parent_of.size, dtype=np.int32)
-    offset[child_ids] = np.arange(parent_of.size) - child_ptr[parent_of[child_ids]]
-    stripped.ent["col"] = offset[node]  # replaced() made these arrays: renumbered in place
     feat = stripped.feat
     if d > d_old:  # as in grown(): features past the old ones own no segment and no entry
         feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
@@ -80,6 +77,7 @@ def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> B
     bias_w[:K_old] = level.bias_w  # the moved nodes' too: replaced() below sets theirs again
     out = BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat,
                     seg=stripped.seg, ent=stripped.ent, bias_w=bias_w)
+    stripped.ent["col"] = _places(out)[1][node]  # replaced() made these arrays: renumbered in place
     return replaced(out, moved, weights)
 
 
