@@ -415,7 +415,11 @@ def entry() -> NoReturn:
     was 0.6-1.0 s of ``xmtc train`` on reuters and yso-finna-en-2k-20k (benchmarks/train_command.py's phase
     table, 2-core machine at load 7-9), and a script that featurizes 60 titles spent 2.0 s in its exit against
     0.1 s with ``os._exit`` (load 11). Where a library's exit handlers still have work (Ray stops the local cluster it
-    started; a torch process group leaves), the normal exit runs."""
+    started; a torch process group leaves), the normal exit runs. Before :func:`main`, numpy's submodules that no
+    command uses are deferred (:mod:`xmtc.startup`: 0.17 s of every command's start)."""
+    from .startup import defer_unused_imports
+
+    defer_unused_imports()
     rc = main()
     if "ray" in sys.modules or "torch.distributed" in sys.modules:
         sys.exit(rc)
