@@ -149,7 +149,7 @@ def cascade_top1(model, texts, Y):
     correct)}`` (numpy arrays), from one pass of the prediction cascade."""
     import numpy as np
 
-    from xmtc.neural.training_loop import eval_batches
+    from xmtc.neural.inference import eval_batches
 
     net, n = model.network_, len(texts)
     Y = Y.tocsr()
@@ -222,7 +222,7 @@ def anatomy(args) -> int:
     from xmtc.data.dataset import read_dataset
     from xmtc.models.end_to_end import parse_margins
     from xmtc.neural import alc as A
-    from xmtc.neural.training_loop import eval_batches, represent
+    from xmtc.neural.inference import eval_batches, represent
 
     model = xmtc.load(args.anatomy, mmap=False)
     net, D = model.network_, model.network_.n_levels - 1

@@ -94,7 +94,7 @@ def render_table(rows: list[dict]) -> str:
 
 
 def featurize_only(args, tr_texts: list, te_texts: list) -> None:
-    from xmtc.methods.xr_linear.estimator import XRLinearConfig
+    from xmtc.methods.xr_linear.config import XRLinearConfig
 
     print("\n| analyzer | stop words | features | fit_transform s (train) | transform s (test) |")
     print("|---|---|---|---|---|")

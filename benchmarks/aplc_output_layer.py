@@ -25,7 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def main() -> int:
     import torch
 
-    from xmtc.methods.aplc.network import APLCNetwork, frequency_split
+    from xmtc.methods.aplc.label_split import frequency_split
+    from xmtc.methods.aplc.network import APLCNetwork
 
     torch.set_num_threads(1)
     rng = np.random.default_rng(0)

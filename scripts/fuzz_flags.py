@@ -128,7 +128,7 @@ def judge(argv: list[str], proc: subprocess.CompletedProcess, n_texts: int) -> s
 
 
 def fuzz(cases: int, seed: int, data: Path, timeout: float = 120, log=print) -> Counter:
-    from xmtc.cli import build_parser
+    from xmtc.cli_parser import build_parser
 
     parser = build_parser([])
     rng = random.Random(seed)

@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 OPEN_OPS = ("dropf", "aug", "augdrop", "not", "index", "arange0", "cmpx", "boolop")
 
-# learn growing the TF-IDF vocabulary: the tests of extended (tfidf.py), its trie (ngram_trie.py), its record
+# learn growing the TF-IDF vocabulary: the tests of extended (tfidf_growth.py), its trie (ngram_trie.py), its record
 # (rare_ngrams.py)
 _VOCAB_TFIDF_TESTS = ["tests/test_tfidf.py", "tests/test_vocab_growth_mutants.py", "-k",
                       "(test_tfidf.py and (grown or rare)) or pin_vocab_tfidf"]
@@ -65,14 +65,19 @@ TARGETS = [
                                       " or training_step_feeds or appended_once"]),
     ("xmtc/methods/elias/network.py", ["ELIASNetwork.cluster_scores", "ELIASNetwork.edge_weights",
                                        "ELIASNetwork._refresh_parent", "ELIASNetwork.cluster_shortlist",
-                                       "ELIASNetwork.paths", "_dedup_max", "ELIASNetwork.training_loss",
-                                       "ELIASNetwork._top_paths"],
+                                       "ELIASNetwork.paths", "_dedup_max", "ELIASNetwork._top_paths"],
+     ["tests/test_elias.py", "-k", "adjacency or formulas or training_loss or parent or touches or training_beam"
+                                   " or training_shortlist or approx_initialisation"]),
+    ("xmtc/methods/elias/loss.py", ["elias_loss"],
      ["tests/test_elias.py", "-k", "adjacency or formulas or training_loss or parent or touches or training_beam"
                                    " or training_shortlist or approx_initialisation"]),
     ("xmtc/methods/cascadexml/network.py", ["CascadeNetwork.candidates", "CascadeNetwork.training_loss"],
      ["tests/test_cascadexml.py", "-k", "candidates or prediction_combines or training_step_feeds"
                                         " or nearest_centroid"]),
-    ("xmtc/methods/aplc/network.py", ["APLCNetwork.batch_targets", "APLCNetwork.training_loss", "log1mexp"],
+    ("xmtc/methods/aplc/network.py", ["APLCNetwork.batch_targets"],
+     ["tests/test_aplc.py", "-k", "frequency_split or hand or loss_equals or only_the_tail or prior_biases"
+                                  " or log1mexp or pruned or narrow_beam or training_step_scores"]),
+    ("xmtc/methods/aplc/loss.py", ["aplc_loss", "log1mexp"],
      ["tests/test_aplc.py", "-k", "frequency_split or hand or loss_equals or only_the_tail or prior_biases"
                                   " or log1mexp or pruned or narrow_beam or training_step_scores"]),
     ("xmtc/neural/shortlist.py", ["topk_mask", "parent_mask", "build_shortlist"],
@@ -161,9 +166,8 @@ TARGETS = [
       " or few_documents or added_by_text or bias_anchor or curvature)) or (test_learn.py and (widened or new_words))"
       " or pin_update or pin_vocab_update"], OPEN_OPS),
     # -- learn growing the TF-IDF vocabulary (dd67dc2); new tests in tests/test_vocab_growth_mutants.py ----------
-    ("xmtc/features/tfidf.py", ["TfidfFeaturizer.extended", "TfidfFeaturizer._copy_vocabulary",
-                                "TfidfFeaturizer._df_bounds", "TfidfFeaturizer._idf"],
-     _VOCAB_TFIDF_TESTS, OPEN_OPS),
+    ("xmtc/features/tfidf_growth.py", ["extended", "_copy_vocabulary"], _VOCAB_TFIDF_TESTS, OPEN_OPS),
+    ("xmtc/features/tfidf.py", ["TfidfFeaturizer._df_bounds", "TfidfFeaturizer._idf"], _VOCAB_TFIDF_TESTS, OPEN_OPS),
     ("xmtc/features/rare_ngrams.py", ["_unigram_hashes", "_mix", "_node_hashes", "trie_hashes", "feature_hashes",
                                       "_rare_record", "_counts_of", "_rare_merged", "counted_on"],
      _VOCAB_TFIDF_TESTS, OPEN_OPS),

@@ -283,7 +283,8 @@ def test_network_without_the_hook_refuses_alc():
 
 
 def test_cli_flags_parse_and_unknown_keys_are_errors(tmp_path):
-    from xmtc.cli import build_parser, main
+    from xmtc.cli import main
+    from xmtc.cli_parser import build_parser
     from xmtc.config import build_config, config_from_args
     from xmtc.methods.lightxml.estimator import LightXMLConfig
 

@@ -16,7 +16,7 @@ from xmtc.features import analyzers
 from xmtc.features.analyzers import Analyzer, parse_analyzer, resolve
 from xmtc.features.tfidf import TfidfFeaturizer
 from xmtc.features.params import TfidfParams
-from xmtc.methods.xr_linear.estimator import XRLinearConfig
+from xmtc.methods.xr_linear.config import XRLinearConfig
 
 needs_stemmer = pytest.mark.skipif(importlib.util.find_spec("Stemmer") is None,
                                    reason="PyStemmer is not installed (pip install 'xmtc[analyzers]')")

@@ -1,4 +1,4 @@
-"""APLC-XLNet (xmtc.methods.aplc.network, xmtc.methods.aplc.estimator): the label split, the probabilities and
+"""APLC-XLNet (xmtc.methods.aplc.network, .label_split, .loss, .estimator): the label split, the probabilities and
 the loss on hand-computed cases, exact pruned / beam prediction against scoring every label, and the estimator end to
 end on a tiny random BERT (and a tiny random XLNet) with a small real sample."""
 
@@ -18,7 +18,9 @@ pytest.importorskip("transformers")
 import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
-from xmtc.methods.aplc.network import APLCNetwork, default_tail_clusters, frequency_split, log1mexp  # noqa: E402
+from xmtc.methods.aplc.label_split import default_tail_clusters, frequency_split  # noqa: E402
+from xmtc.methods.aplc.loss import log1mexp  # noqa: E402
+from xmtc.methods.aplc.network import APLCNetwork  # noqa: E402
 
 FAST = dict(max_length=16, epochs=3, batch_size=32, learning_rate=1e-3, head_learning_rate=1e-2, n_threads=1,
             seed=0, valid_size=0.1)

@@ -18,7 +18,8 @@ import xmtc  # noqa: E402
 from xmtc.cli import main  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.index.tree import LabelTree  # noqa: E402
-from xmtc.methods.cascadexml.network import CascadeNetwork, default_layers, parse_layers  # noqa: E402
+from xmtc.methods.cascadexml.network import CascadeNetwork  # noqa: E402
+from xmtc.methods.cascadexml.settings import default_layers, parse_layers  # noqa: E402
 
 # The tiny random BERT's [CLS] state hardly varies between texts (its spread across texts is 0.1-0.2% of its
 # size: nothing trained it to summarise), so the end-to-end tests read mean-pooled states, without dropout,
@@ -221,7 +222,7 @@ def test_centroid_start_is_what_fit_trains_from(sample, tiny_bert):
     pretrained encoder's per-level representations of the training texts (computed independently here)."""
     from xmtc.features.encoder import Tokenized, load_encoder
     from xmtc.models.base import as_label_matrix
-    from xmtc.neural.training_loop import representations
+    from xmtc.neural.inference import representations
     from xmtc.neural.head_init import centroid_weights
 
     (texts, labels), _ = sample
@@ -268,7 +269,7 @@ def test_the_re_ranker_reorders_the_networks_top_k_and_round_trips(sample, tiny_
 
 def test_auto_topk_covers_every_cluster_level_of_a_deeper_tree():
     """The default once was '8,32', which a tree with three cluster levels (15k labels) refused at fit time."""
-    from xmtc.methods.cascadexml.network import parse_topk
+    from xmtc.methods.cascadexml.settings import parse_topk
 
     assert parse_topk("auto", 2) == [8, 32]          # the measured setting on two cluster levels
     assert parse_topk("auto", 3) == [8, 32, 32]

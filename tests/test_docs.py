@@ -157,7 +157,7 @@ def test_site_builds_strictly(tmp_path):
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
     site = tmp_path / "site"
     cli = (site / "reference" / "cli.html").read_text(encoding="utf-8")
-    from xmtc.cli import build_parser
+    from xmtc.cli_parser import build_parser
     sub = next(a for a in build_parser([])._actions if a.__class__.__name__ == "_SubParsersAction")
     missing = [name for name in sub.choices if f'id="xmtc-{name}"' not in cli]
     assert not missing, f"commands missing from the CLI reference: {missing}"

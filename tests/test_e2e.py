@@ -20,7 +20,8 @@ import xmtc  # noqa: E402
 from xmtc.errors import ConfigError  # noqa: E402
 from xmtc.models.base import as_label_matrix  # noqa: E402
 from xmtc.neural.checkpoint import Checkpoint as TrainingCheckpoint  # noqa: E402
-from xmtc.neural.training_loop import EndToEndTrainer, TrainSettings, precision_at  # noqa: E402
+from xmtc.neural.inference import precision_at  # noqa: E402
+from xmtc.neural.training_loop import EndToEndTrainer, TrainSettings  # noqa: E402
 from xmtc.methods.lightxml.network import LightXMLNetwork  # noqa: E402
 
 from conftest import LIGHTXML_FAST as FAST  # noqa: E402

@@ -17,7 +17,8 @@ pytest.importorskip("transformers")
 
 import xmtc
 from xmtc.errors import ModelFormatError
-from xmtc.methods.elias.network import ELIASNetwork, approximate_adjacency, tree_adjacency
+from xmtc.methods.elias.adjacency import approximate_adjacency, tree_adjacency
+from xmtc.methods.elias.network import ELIASNetwork
 
 FAST = {"max_length": 16, "batch_size": 32, "n_threads": 2, "cluster_size": 4, "beam_size": 3, "kappa": 8, "shortlist_size": 12,
             "alpha": 2.0, "beta": 3.0, "epochs": 3, "stage2_epochs": 2, "learning_rate": 1e-3, "stage2_learning_rate": 1e-3,
@@ -228,7 +229,7 @@ def test_both_stages_learn_on_fixed_features_of_a_real_sample(reuters_small):
     from xmtc.models.base import as_label_matrix
     from xmtc.models.end_to_end import label_clusters
     from xmtc.features.params import TfidfParams
-    from xmtc.neural.training_loop import precision_at
+    from xmtc.neural.inference import precision_at
 
     (tr, ytr), (te, yte) = reuters_small
     tr, ytr, te, yte = tr[:1200], ytr[:1200], te[:300], yte[:300]
@@ -273,7 +274,7 @@ def test_a_network_whose_meta_does_not_match_its_adjacency_is_refused(fitted, tm
 
 
 def test_labels_the_approximate_graph_drops_keep_their_tree_edge():
-    from xmtc.methods.elias.network import add_missing_labels
+    from xmtc.methods.elias.adjacency import add_missing_labels
 
     index = np.array([[0, 1], [1, -1], [-1, -1]])
     values = np.array([[2.0, 1.0], [3.0, 0.0], [0.0, 0.0]], np.float32)

@@ -321,7 +321,7 @@ def test_removed_labels_are_never_explained(routed):
 
 def test_ngram_contributions_by_hand():
     from xmtc.features.char_ngrams import CharNgramFeaturizer
-    from xmtc.models.explain import ngram_contributions
+    from xmtc.models.term_contributions import ngram_contributions
 
     f = CharNgramFeaturizer((3, 3)).fit(["abc", "abcd"])
     # " ab" and "abc" are in both texts (idf 1 + ln(3/3) = 1), "bc ", "bcd", "cd " in one (idf a = 1 + ln(3/2))

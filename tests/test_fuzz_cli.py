@@ -56,7 +56,7 @@ def test_cli_on_broken_flags(shared_data):
 def test_flag_mutations_use_the_subcommands_own_options():
     import random
 
-    from xmtc.cli import build_parser
+    from xmtc.cli_parser import build_parser
     parser = build_parser([])
     argv = ["predict", "M", "in.txt", "-q"]
     opts = fuzz_flags.options(parser, argv)

@@ -129,7 +129,8 @@ def test_elias_heads_start_on_the_centroids():
     """Stage 1 of ELIAS on a 3-cluster tree of six labels: after init_from_data, W_C's and W_L's rows are
     centroid_weights of the clusters' and labels' texts, and every text's own label ranks first before any
     step (a random start does not)."""
-    from xmtc.methods.elias.network import ELIASNetwork, tree_adjacency
+    from xmtc.methods.elias.adjacency import tree_adjacency
+    from xmtc.methods.elias.network import ELIASNetwork
 
     col, label, rep, Y = _six_labels_in_three_clusters()
 

@@ -130,7 +130,7 @@ def test_centroid_start_is_what_fit_trains_from(reuters_1200, tiny_bert):
     """head_init=centroid: with the learning rates ~0 the fitted generator equals centroid_weights of the
     pretrained encoder's representations of the training texts (an independent computation)."""
     from xmtc.features.encoder import Tokenized, load_encoder
-    from xmtc.neural.training_loop import representations
+    from xmtc.neural.inference import representations
     from xmtc.neural.head_init import centroid_weights, cluster_membership
 
     (tr, ytr), _ = reuters_1200

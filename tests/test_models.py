@@ -70,7 +70,7 @@ def test_tree_ensemble_and_precomputed_features(reuters_small):
 
 
 def test_auto_tree_count_is_two_seeded_trees_on_a_small_label_set_and_one_otherwise(reuters_small, tmp_path):
-    from xmtc.methods.xr_linear.estimator import AUTO_TREES_MAX_LABELS, resolve_n_trees
+    from xmtc.methods.xr_linear.config import AUTO_TREES_MAX_LABELS, resolve_n_trees
 
     (texts, labels), (test_texts, _) = reuters_small
     auto = xmtc.XRLinear(max_leaf_size=8, branching=4).fit(texts, labels, progress=False)   # n_trees=0: auto

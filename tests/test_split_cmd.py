@@ -9,7 +9,8 @@ import pytest
 import scipy.sparse as sp
 
 import xmtc
-from xmtc.cli import build_parser, main
+from xmtc.cli import main
+from xmtc.cli_parser import build_parser
 from xmtc.data import read_dataset
 from xmtc.data.split import split_dataset, split_indices
 

@@ -12,7 +12,8 @@ optuna = pytest.importorskip("optuna", reason="the tune extra is not installed")
 from xmtc.cli import main  # noqa: E402
 from xmtc.data import read_datasets, sample_path  # noqa: E402
 from xmtc.data.split import split_dataset  # noqa: E402
-from xmtc.methods.xr_linear.estimator import XRLinear, XRLinearConfig  # noqa: E402
+from xmtc.methods.xr_linear.config import XRLinearConfig  # noqa: E402
+from xmtc.methods.xr_linear.estimator import XRLinear  # noqa: E402
 from xmtc.metrics import evaluate  # noqa: E402
 from xmtc.models import load  # noqa: E402
 from xmtc.models.calibrated_fit import auto_valid_size  # noqa: E402

@@ -1,5 +1,5 @@
 """Pins for the mutation survivors of learn's growing TF-IDF vocabulary (dd67dc2): ``TfidfFeaturizer.extended``
-(xmtc/features/tfidf.py, its trie growth in xmtc/features/ngram_trie.py) and the rare-n-gram record
+(xmtc/features/tfidf_growth.py, its trie growth in xmtc/features/ngram_trie.py) and the rare-n-gram record
 (xmtc/features/rare_ngrams.py), ``widened`` (xmtc/linear/beam_edit.py) / ``widened_rows`` (xmtc/linear/update.py) and
 the grown-vocabulary functions of xmtc/models/learning.py (issue 32 item 6; ``scripts/mutate.py`` picks these by
 the ``pin_vocab_<area>`` in their names)."""

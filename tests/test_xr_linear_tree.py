@@ -78,7 +78,7 @@ def test_default_tree_shape_is_binary(small):
 
 
 def test_auto_trees_count_the_labels_with_documents_not_a_vocabularys_docless_ones(small):
-    from xmtc.methods.xr_linear.estimator import AUTO_TREES, AUTO_TREES_MAX_LABELS
+    from xmtc.methods.xr_linear.config import AUTO_TREES, AUTO_TREES_MAX_LABELS
 
     X, Y, _ = small
     # the 12 documented labels plus a whole vocabulary's worth of labels without documents

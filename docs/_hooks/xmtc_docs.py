@@ -1,6 +1,6 @@
 """MkDocs hook: the parts of the xmtc site that are generated from the code at build time.
 
-* ``reference/cli.md``: every ``xmtc`` command and flag, read from ``xmtc.cli.build_parser`` (``train``'s
+* ``reference/cli.md``: every ``xmtc`` command and flag, read from ``xmtc.cli_parser.build_parser`` (``train``'s
   parameters for every ``--method``), so commands added to the parser appear without editing the docs;
 * ``<!-- xmtc:params METHOD -->`` in a page: the table of METHOD's parameters, read from its config
   dataclass (name, ``xmtc train`` flag, type, default, allowed values, help);
@@ -138,7 +138,7 @@ def _args_table(actions) -> str:
 
 
 def cli_reference() -> str:
-    from xmtc.cli import build_parser
+    from xmtc.cli_parser import build_parser
     from xmtc.models import method_names
     from xmtc.registry import METHODS
 
@@ -146,7 +146,7 @@ def cli_reference() -> str:
     sub = _subparsers(parser)
     helps = {a.dest: a.help for a in sub._choices_actions}
     out = ["# Command-line reference", "",
-           "*Generated from `xmtc.cli.build_parser` each time the site is built: every command and flag of the"
+           "*Generated from `xmtc.cli_parser.build_parser` each time the site is built: every command and flag of the"
            " installed `xmtc`, so it cannot fall behind the code. `xmtc COMMAND --help` prints the same.*", "",
            "```text", parser.format_usage().strip(), "```", "",
            "| command | what it does |", "|---|---|"]

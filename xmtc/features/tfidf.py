@@ -21,16 +21,17 @@ Here text becomes integers as early as possible:
    runs, tf -> 1 + ln(tf) (sublinear), times idf, row norm.
 
 Steps 1, 2 and 4 are C kernels (``xmtc/csrc/text.c``) behind :mod:`xmtc.features.tfidf_kernels`; this module
-holds the estimator: the vocabulary (step 3) and sklearn's parameter semantics. Its saved format is
-:mod:`xmtc.features.tfidf_arrays`.
+holds the estimator: the vocabulary (step 3) and sklearn's parameter semantics (the rules its hyperparameters
+must follow are :mod:`xmtc.features.tfidf_checks`). Its saved format is :mod:`xmtc.features.tfidf_arrays`.
 
 The fitted vocabulary is kept (and saved) as a trie of integer pairs, not as strings
 (:mod:`xmtc.features.ngram_trie`): the unigrams a kept feature needs, and per order n a sorted int64 array of keys
 ``parent * n_unigrams + unigram`` whose positions are the order-n ids. Transform looks n-grams up with
-``searchsorted``; feature names are rebuilt from the trie on demand. This is compact, loads without pickle, and
-is checked on load (:mod:`xmtc.features.tfidf_arrays`). A featurizer of a model that learns also remembers the
-n-grams its fit left out, so that :meth:`TfidfFeaturizer.extended` can grow the vocabulary to what a fit on all
-documents would keep (:mod:`xmtc.features.rare_ngrams`).
+``searchsorted``; feature names are rebuilt from the trie on demand (:mod:`xmtc.features.tfidf_names`). This is
+compact, loads without pickle, and is checked on load (:mod:`xmtc.features.tfidf_arrays`). A featurizer of a model
+that learns also remembers the n-grams its fit left out, so that :meth:`TfidfFeaturizer.extended` can grow the
+vocabulary to what a fit on all documents would keep (:mod:`xmtc.features.tfidf_growth`,
+:mod:`xmtc.features.rare_ngrams`).
 
 Text analysis (:mod:`xmtc.features.analyzers`) sits between steps 1 and 2: with an ``analyzer`` other than
 ``simple`` or a ``stop_words`` list, each distinct token of step 1 is mapped once to its stem or lemma (or
@@ -56,12 +57,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConfigError, NotFittedError
-from .analyzers import Analyzer, check_stop_words, parse_analyzer, stop_word_list
-from .ngram_trie import Trie, alphabetical_order, appended, lacking, node_map, node_texts, pruned
-from .rare_ngrams import counted_on, feature_hashes, left_out, trie_hashes
+from . import tfidf_growth
+from .analyzers import Analyzer, check_stop_words, stop_word_list
+from .ngram_trie import Trie, alphabetical_order, pruned
+from .rare_ngrams import left_out, trie_hashes
 from .tfidf_arrays import featurizer_arrays, featurizer_from_arrays
+from .tfidf_checks import NORM_CODES, checked_params
 from .tfidf_kernels import (as_text_list, build_rows, doc_and_term_freq, ngram_fit, ngram_lookup,
                             tokenize_regex, tokenize_scanner)
+from .tfidf_names import feature_id, feature_texts
 
 __all__ = ["TfidfFeaturizer"]
 
@@ -70,7 +74,6 @@ DEFAULT_TOKEN_PATTERN = r"(?u)\b\w\w+\b"
 _SCANNER_PATTERNS = frozenset({DEFAULT_TOKEN_PATTERN, r"\b\w\w+\b", r"(?u)\b\w{2,}\b", r"\b\w{2,}\b"})
 _PARAM_NAMES = ("ngram_range", "min_df", "max_df", "max_features", "sublinear_tf", "lowercase", "norm",
                 "smooth_idf", "token_pattern", "analyzer", "stop_words")
-_NORM_CODES = {None: 0, "l1": 1, "l2": 2}
 # Below this many characters per call the regex tokeniser beats the scanner's fixed costs.
 _SMALL_INPUT_CHARS = 4096
 _KEEP_TOKENS = 8192  # texts of a batch whose tokens are kept for the next call (XMCModel.predict_topk's batch)
@@ -122,44 +125,9 @@ class TfidfFeaturizer:
         return {name: getattr(self, name) for name in _PARAM_NAMES}
 
     def _checked_params(self) -> tuple[int, int, re.Pattern]:
-        """Validate hyperparameters (at fit, as sklearn does) and return (min_n, max_n, pattern)."""
-        rng = self.ngram_range
-        if (not isinstance(rng, (tuple, list)) or len(rng) != 2
-                or not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in rng)
-                or not 1 <= rng[0] <= rng[1]):
-            raise ConfigError(f"ngram_range must be two ints 1 <= min_n <= max_n, got {rng!r}")
-        for name in ("min_df", "max_df"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, numbers.Real):
-                raise ConfigError(f"{name} must be an int >= 1 or a float in [0, 1], got {v!r}")
-            if isinstance(v, numbers.Integral):
-                if v < 1:
-                    raise ConfigError(f"{name} as an int counts texts and must be >= 1, got {v!r}")
-            elif not 0.0 <= v <= 1.0:
-                raise ConfigError(f"{name} as a float is a proportion and must be in [0, 1], got {v!r}")
-        mf = self.max_features
-        if mf is not None and (isinstance(mf, bool) or not isinstance(mf, numbers.Integral) or mf < 1):
-            raise ConfigError(f"max_features must be None or an int >= 1, got {mf!r}")
-        if self.norm not in _NORM_CODES:
-            raise ConfigError(f"norm must be 'l2', 'l1' or None, got {self.norm!r}")
-        for name in ("sublinear_tf", "lowercase", "smooth_idf"):
-            if not isinstance(getattr(self, name), bool):
-                raise ConfigError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if not isinstance(self.token_pattern, str):
-            raise ConfigError(f"token_pattern must be a str, got {type(self.token_pattern).__name__}")
-        try:
-            pattern = re.compile(self.token_pattern)
-        except re.error as exc:
-            raise ConfigError(f"token_pattern {self.token_pattern!r} is not a valid regex: {exc}") from None
-        if pattern.groups > 1:
-            raise ConfigError(f"token_pattern {self.token_pattern!r} has {pattern.groups} capturing groups; "
-                              "at most one (the token) is allowed")
-        parse_analyzer(self.analyzer)
-        sw = self.stop_words
-        if sw is not None and not isinstance(sw, str) and (
-                not isinstance(sw, (list, tuple, set, frozenset)) or not all(isinstance(w, str) for w in sw)):
-            raise ConfigError(f"stop_words must be None, a language or a list of words, got {type(sw).__name__}")
-        return int(rng[0]), int(rng[1]), pattern
+        """Validate hyperparameters (at fit, as sklearn does) and return (min_n, max_n, pattern)
+        (:func:`xmtc.features.tfidf_checks.checked_params`)."""
+        return checked_params(self)
 
     def _make_analyzer(self) -> Analyzer | None:
         """The analyzer transform applies, None when analysis would change nothing."""
@@ -285,7 +253,7 @@ class TfidfFeaturizer:
         self._uni_index = {s: i for i, s in enumerate(self._uni_strings)}
         # feature id per trie node, plus a trailing -1 so that node id -1 maps to "no feature"
         self._featmaps = [np.append(f, -1).astype(np.int32) for f in [self._uni_feature, *self._ngram_feature]]
-        self._frozen = (min_n, max_n, pattern, self.lowercase, bool(self.sublinear_tf), _NORM_CODES[self.norm])
+        self._frozen = (min_n, max_n, pattern, self.lowercase, bool(self.sublinear_tf), NORM_CODES[self.norm])
         self._analyzer = analyzer
         self._stop_list = sorted(analyzer.stop_words) if analyzer is not None and analyzer.stop_words else None
         self._names = None
@@ -303,70 +271,14 @@ class TfidfFeaturizer:
             kept = self._idf_wide = (self.idf_, np.ascontiguousarray(self.idf_, dtype=np.float64))
         return kept[1]
 
-    # ---- growing --------------------------------------------------------------------------------
+    # ---- growing (a learn's new documents: :mod:`xmtc.features.tfidf_growth`) ------------------------
 
     def extended(self, texts: Sequence[str], n_docs_before: int | None = None) -> tuple["TfidfFeaturizer", int]:
         """A copy whose vocabulary also holds what a fit on all the documents would keep of the n-grams of
-        ``texts`` (a learn's new documents) that it lacks: counted in ``texts`` plus, for n-grams the earlier
-        documents held too rarely (or too often) to keep, the count remembered from them (the featurizer keeps the
-        n-grams seen in fewer than ``min_df`` texts or more than ``max_df``, by 64-bit hash,
-        :data:`~xmtc.features.rare_ngrams.RARE_MAX` at most), kept by ``min_df`` / ``max_df`` on all ``N``
-        documents, appended as features ``n_features_, n_features_ + 1, ...`` in alphabetical order, each with the
-        idf of that fit: ``ln((N + s) / (df + s)) + 1`` (``s`` = 1 with ``smooth_idf``).
-
-        ``N`` is the earlier documents (``n_docs_``, else ``n_docs_before``) plus ``len(texts)``. Every old
-        feature keeps its id and its idf, so a text without new n-grams gets the row it got before, and one with
-        some differs only by the row norm; weights trained on the old features stay valid, and those of the new
-        ones start at 0. The remembered counts take in the n-grams of ``texts`` that stay below ``min_df``, for
-        the next learn. ``max_features`` caps the grown vocabulary: the new n-grams in most documents fill what
-        room it leaves. Returns ``(featurizer, n_added)``; ``self`` is not changed. A featurizer saved without
-        the rare n-grams (before they were kept) counts the new n-grams in ``texts`` alone."""
-        self._check_fitted()
-        texts = as_text_list(texts)
-        min_n, max_n, pattern = self._frozen[0], self._frozen[1], self._frozen[2]
-        before = self.n_docs_ if self.n_docs_ is not None else n_docs_before
-        if before is None:
-            raise ConfigError("extended() needs the number of documents the vocabulary was counted on")
-        n_docs = int(before) + len(texts)
-        if not texts:
-            return self, 0
-        fresh = TfidfFeaturizer(**{**self.get_params(), "max_features": None, "min_df": 1, "max_df": 1.0})
-        fresh.n_threads = self.n_threads
-        try:
-            X_fresh = fresh.fit_transform(texts)
-        except ConfigError:  # no text holds a token
-            return self, 0
-        df = np.bincount(X_fresh.indices, minlength=fresh.n_features_).astype(np.int64)
-        old, new = self._trie(), fresh._trie()
-        maps = node_map(old, self._uni_index, new)  # each node of the fresh trie as a node of this one (or -1)
-        cand = np.flatnonzero(lacking(old, new, maps, fresh.n_features_))  # the fresh features this one lacks
-        low, high = self._df_bounds(n_docs)
-        room = None if self.max_features is None else max(self.max_features - self.n_features_, 0)
-        kept, new_df, record = counted_on(self._rare, feature_hashes(new, fresh.n_features_)[cand], df[cand],
-                                          low, high, room)
-        if kept.size == 0:
-            grown = self._copy_vocabulary()
-        else:
-            new_id = np.full(fresh.n_features_ + 1, -1, dtype=np.int64)  # fresh feature -> grown id (-1 sentinel)
-            new_id[cand[kept]] = self.n_features_ + np.arange(kept.size)
-            grown = TfidfFeaturizer(**self.get_params())
-            grown.n_threads = self.n_threads
-            grown.idf_ = np.concatenate([self.idf_, self._idf(new_df, n_docs)])
-            grown.n_features_ = int(self.n_features_ + kept.size)
-            grown._set_trie(appended(old, new, maps, new_id))
-            grown._ready(min_n, max_n, pattern, self._analyzer)
-        grown._rare, grown.n_docs_ = record, n_docs
-        return grown, int(kept.size)
-
-    def _copy_vocabulary(self) -> "TfidfFeaturizer":
-        """A copy sharing this one's (never modified) vocabulary arrays."""
-        other = TfidfFeaturizer(**self.get_params())
-        other.n_threads = self.n_threads
-        other.idf_, other.n_features_ = self.idf_, self.n_features_
-        other._set_trie(self._trie())
-        other._ready(self._frozen[0], self._frozen[1], self._frozen[2], self._analyzer)
-        other._rare, other.n_docs_ = self._rare, self.n_docs_
-        return other
+        ``texts`` (a learn's new documents), appended after the old features, which keep their ids and idf.
+        Returns ``(featurizer, n_added)``; ``self`` is not changed. See :func:`xmtc.features.tfidf_growth.extended`
+        for the counts and the rules."""
+        return tfidf_growth.extended(self, texts, n_docs_before)
 
     # ---- transforming ---------------------------------------------------------------------------
 
@@ -420,38 +332,19 @@ class TfidfFeaturizer:
                 featpos[n - min_n] = self._featmaps[n - 1][prev]
         return self._rows(featpos, doc_ptr)
 
-    # ---- vocabulary -----------------------------------------------------------------------------
+    # ---- vocabulary by text (:mod:`xmtc.features.tfidf_names`) -----------------------------------------
 
     def feature_names(self) -> list[str]:
         """Feature texts by feature index (alphabetical, like sklearn's ``get_feature_names_out``)."""
         self._check_fitted()
         if self._names is None:
-            names: list[str] = [""] * self.n_features_
-            fmaps = [self._uni_feature, *self._ngram_feature]
-            for level, fmap in zip(node_texts(self._uni_strings, self._ngram_keys), fmaps):
-                for i in np.flatnonzero(fmap >= 0).tolist():
-                    names[fmap[i]] = level[i]
-            self._names = names
+            self._names = feature_texts(self._trie(), self.n_features_)
         return list(self._names)
 
     def feature_index(self, term: str) -> int | None:
         """Index of an n-gram given as its text (tokens joined by one space), None if not a feature."""
         self._check_fitted()
-        parts = term.split(" ") if self._ngram_keys else [term]
-        n_uni = len(self._uni_strings)
-        node = self._uni_index.get(parts[0], -1)
-        for n, part in enumerate(parts[1:], start=2):
-            u = self._uni_index.get(part, -1)
-            if node < 0 or u < 0 or n - 2 >= len(self._ngram_keys):
-                return None
-            keys = self._ngram_keys[n - 2]
-            key = node * n_uni + u
-            j = int(np.searchsorted(keys, key))
-            node = j if j < len(keys) and keys[j] == key else -1
-        if node < 0:
-            return None
-        f = (self._uni_feature if len(parts) == 1 else self._ngram_feature[len(parts) - 2])[node]
-        return int(f) if f >= 0 else None
+        return feature_id(self._trie(), self._uni_index, term)
 
     # ---- serialisation (the saved format: :mod:`xmtc.features.tfidf_arrays`) ----------------------------
 

@@ -35,7 +35,7 @@ Why it is organised the way it is:
   and the kernel resumes, so nothing is trained twice and no per-output Python loop exists.
 
 The loops run in C (``xmtc/csrc/solver.c``, through :mod:`xmtc.native`); this module prepares their
-arrays and assembles the result.
+arrays and assembles the result, from arguments checked and converted by :mod:`xmtc.linear.solver_inputs`.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ import scipy.sparse as sp
 from .. import native
 from ..errors import ConfigError
 from ..native import ptr
+from .solver_inputs import check_inputs, warm_arrays
 
 __all__ = ["train_level", "primal_objective"]
 
@@ -82,78 +83,6 @@ def _deal(cost, n_threads):
     offsets = np.zeros(n_threads + 1, dtype=np.int64)
     np.cumsum(np.bincount(owner, minlength=n_threads), out=offsets[1:])
     return work, offsets
-
-
-# --------------------------------------------------------------------------------------------------
-# Input checking and conversion to the kernels' fixed dtypes.
-# --------------------------------------------------------------------------------------------------
-
-def _as_csr(name, A, dtype):
-    if sp.issparse(A):
-        A = sp.csr_matrix(A)
-    elif isinstance(A, np.ndarray) and A.ndim == 2:
-        A = sp.csr_matrix(A)
-    else:
-        raise ValueError(f"{name} must be a 2-D scipy sparse matrix or numpy array, got {type(A).__name__}")
-    if not (np.issubdtype(A.dtype, np.number) or A.dtype == np.bool_):
-        raise ValueError(f"{name} must be numeric, got dtype {A.dtype}")
-    A = A.astype(dtype, copy=False)
-    if not A.has_canonical_format or not A.data.all():  # canonicalise a copy: never touch the caller's data
-        A = A.copy()
-        A.sum_duplicates()
-        A.eliminate_zeros()
-    return A
-
-
-def _check_positive(name, value, allow_zero=False):
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{name} must be a number, got {value!r}") from None
-    if not np.isfinite(v) or v < 0 or (v == 0 and not allow_zero):
-        raise ConfigError(f"{name} must be {'>= 0' if allow_zero else '> 0'} and finite, got {value!r}")
-    return v
-
-
-def _prepare(X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads):
-    C_pos = _check_positive("C_pos", C_pos)
-    C_neg = _check_positive("C_neg", C_neg)
-    bias = _check_positive("bias", bias, allow_zero=True)
-    tol = _check_positive("tol", tol)
-    threshold = _check_positive("threshold", threshold, allow_zero=True)
-    if isinstance(max_iter, bool) or not isinstance(max_iter, (int, np.integer)) or max_iter < 1:
-        raise ConfigError(f"max_iter must be an integer >= 1, got {max_iter!r}")
-    if n_threads is None:
-        n_threads = native.available_threads()
-    elif isinstance(n_threads, bool) or not isinstance(n_threads, (int, np.integer)) or n_threads < 1:
-        raise ConfigError(f"n_threads must be None or an integer >= 1, got {n_threads!r}")
-
-    X = _as_csr("X", X, np.float32)
-    Y = _as_csr("Y", Y, np.float32)
-    active = _as_csr("active", active, np.float32)
-    n, d = X.shape
-    if not np.all(np.isfinite(X.data)):
-        raise ValueError("X contains NaN or infinite values")
-    if Y.shape[0] != n:
-        raise ValueError(f"Y has {Y.shape[0]} rows but X has {n}: they must describe the same instances")
-    if active.shape[0] != n:
-        raise ValueError(f"active has {active.shape[0]} rows but X has {n}: they must describe the same "
-                         "instances")
-    K = Y.shape[1]
-    P = active.shape[1]
-    parent_of = np.asarray(parent_of)
-    if parent_of.ndim != 1 or parent_of.shape[0] != K:
-        raise ValueError(f"parent_of must have shape ({K},) (one parent per column of Y), "
-                         f"got shape {parent_of.shape}")
-    if K and not np.issubdtype(parent_of.dtype, np.integer):
-        raise ValueError(f"parent_of must hold integers, got dtype {parent_of.dtype}")
-    parent_of = parent_of.astype(np.int64)
-    if K and (parent_of.min() < 0 or parent_of.max() >= P):
-        raise ValueError(f"parent_of values must lie in [0, {P}) (the columns of active), "
-                         f"got range [{parent_of.min()}, {parent_of.max()}]")
-    if max(n, d + 1, P, K) >= np.iinfo(np.int32).max:
-        raise ValueError("more than 2**31 - 2 instances, features, parents or outputs are not supported")
-    return (X, Y, parent_of, active, C_pos, C_neg, bias, tol, int(max_iter), threshold, int(n_threads))
 
 
 # --------------------------------------------------------------------------------------------------
@@ -198,34 +127,18 @@ def train_level(X, Y, parent_of, active, *, C_pos=1.0, C_neg=1.0, bias=1.0, tol=
                   sample_rows=sample_rows)[0]
 
 
-_WARM = {None: 0, "proximal": 1, "dual": 2}
-
-
-def _warm_arrays(init, warm, shape):
-    """The old weights as csc arrays for the kernel (empty ones for a cold start) and the mode code."""
-    if warm not in _WARM:
-        raise ConfigError(f"warm must be None, 'proximal' or 'dual', got {warm!r}")
-    if warm is not None and init is None:
-        raise ConfigError(f"warm={warm!r} needs the old weights (init)")
-    W0 = sp.csc_matrix(shape, dtype=np.float32) if warm is None else sp.csc_matrix(init, dtype=np.float32)
-    if W0.shape != shape:
-        raise ValueError(f"init has shape {W0.shape}, expected {shape}")
-    W0.sort_indices()
-    return W0.indptr.astype(np.int64), W0.indices.astype(np.int32), W0.data, _WARM[warm]
-
-
 def _train(X, Y, parent_of, active, *, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads, init=None,
            warm=None, sample_rows: int = 0):
     """train_level, also returning the epochs each output ran (max_iter means it did not converge)."""
     sample_rows = int(sample_rows)
     if sample_rows and (warm != "proximal" or not 0 < sample_rows <= X.shape[0]):
         raise ConfigError(f"sample_rows={sample_rows} needs warm='proximal' and at most the {X.shape[0]} rows")
-    (X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads) = _prepare(
+    (X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads) = check_inputs(
         X, Y, parent_of, active, C_pos, C_neg, bias, tol, max_iter, threshold, n_threads)
     n, d = X.shape
     K = Y.shape[1]
     P = active.shape[1]
-    w0_ptr, w0_ind, w0_val, mode = _warm_arrays(init, warm, (d + 1, K))
+    w0_ptr, w0_ind, w0_val, mode = warm_arrays(init, warm, (d + 1, K))
     if K == 0:
         return sp.csc_matrix((d + 1, 0), dtype=np.float32), np.zeros(0, dtype=np.int64)
 

@@ -5,6 +5,10 @@ Estimators follow scikit-learn's conventions: every hyperparameter is a keyword 
 returned by ``get_params``; ``fit`` returns ``self``; learned state ends in ``_``. Inputs may be raw
 texts (the estimator owns its featurizer) or a precomputed sparse feature matrix, so the same model
 class serves users with text and benchmarks on shared features.
+
+Two parts of the shell live in modules of their own: how a prediction runs over many inputs, in batches and at
+several depths (:mod:`xmtc.models.batched_topk`), and the stages every saved model shares around its method's
+own (:mod:`xmtc.models.model_stages`).
 """
 
 from __future__ import annotations
@@ -20,11 +24,12 @@ import scipy.sparse as sp
 
 from ..config import build_config, config_to_dict
 from ..data.dataset import as_label_matrix
-from ..data.labels import LabelVocab
 from ..data.texts import check_texts  # noqa: F401  (methods import it from here)
-from ..errors import ConfigError, DataFormatError, ModelFormatError, NotFittedError, XmtcError
+from ..errors import ConfigError, ModelFormatError, NotFittedError, XmtcError
 from ..registry import METHODS, estimator_class, method_names
-from .predictor import checked_k, evaluate_predictor, named_predictions
+from .batched_topk import batched_topk, topk_at_depths
+from .model_stages import load_model_state, save_model
+from .predictor import evaluate_predictor, named_predictions
 from .storage import ModelReader, ModelWriter
 from .topk import apply_threshold
 
@@ -164,30 +169,10 @@ class XMCModel:
         A ``k`` above the model's number of labels asks for every label: the arrays are then
         ``n_labels`` wide (a row can hold no more), so ``k=10**12`` cannot allocate what it names.
         Inputs are processed in batches so that featurizing a large file never holds all of its
-        features at once, and so that a progress bar can show documents/s and the ETA.
+        features at once, and so that a progress bar can show documents/s and the ETA
+        (:func:`xmtc.models.batched_topk.batched_topk`).
         """
-        self._check_fitted()
-        k = checked_k(k, self.n_labels)
-        if isinstance(X, (str, bytes)):
-            raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
-        n = X.shape[0] if sp.issparse(X) else len(X)
-        if n == 0:
-            from .topk import empty_topk
-            return empty_topk(int(k))
-        k_ask = self._candidates(int(k))
-        if n <= batch_size:
-            return self._topk_batch(X, k_ask, int(k))
-        from ..progress import progress_bar
-
-        idx_parts, score_parts = [], []
-        with progress_bar(progress, total=n, unit="doc", desc="predict") as bar:
-            for start in range(0, n, batch_size):
-                chunk = X[start:start + batch_size]
-                idx, scores = self._topk_batch(chunk, k_ask, int(k))
-                idx_parts.append(idx)
-                score_parts.append(scores)
-                bar.update(idx.shape[0])
-        return np.concatenate(idx_parts), np.concatenate(score_parts)
+        return batched_topk(self, X, k, progress, batch_size)
 
     def _topk_batch(self, X: Any, k_ask: int, k: int) -> tuple[np.ndarray, np.ndarray]:
         """One batch of :meth:`predict_topk`: raw top ``k_ask``, calibrated, open labels merged, cut to ``k``;
@@ -219,52 +204,9 @@ class XMCModel:
                             batch_size: int = 8192) -> dict[int, tuple[np.ndarray, np.ndarray]]:
         """``{depth: predict_topk(X, depth)}`` for each of ``depths``, each bit for bit what its own call returns,
         with the work that gives the same numbers done once (``xmtc evaluate`` asks for its metrics' k, for 10 and
-        for the zero-shot depth, :mod:`xmtc.open_metrics`).
-
-        Not one prediction at the deepest depth cut down: a calibrated top-k is re-sorted within the raw
-        candidates the method was asked for (:meth:`calibrated_topk`), and two trees' average depends on how deep
-        each tree's list goes, so the first 5 of a top-100 are not a top-5. What is shared: the method's raw top-k
-        wherever :meth:`_raw_prefix` promises that the narrower one is the first columns of the wider (then each
-        depth is calibrated and merged from those columns, as its own call does), the known-word shares, and the
-        label-text route's top-k, whose order is total (:meth:`LabelRoute.reusing_topk
-        <xmtc.models.label_route.LabelRoute.reusing_topk>`)."""
-        from .topk import empty_topk
-
-        self._check_fitted()
-        ks = {d: checked_k(d, self.n_labels) for d in depths}
-        if isinstance(X, (str, bytes)):
-            raise DataFormatError(None, None, "expected a list of texts, got a single string; wrap it in a list")
-        n = X.shape[0] if sp.issparse(X) else len(X)
-        if n == 0 or not ks:
-            return {d: empty_topk(k) for d, k in ks.items()}
-        asks = {d: self._candidates(k) for d, k in ks.items()}
-        plan: list[tuple[int, list]] = []  # (raw width asked of the method, the depths finished from it)
-        for d in sorted(ks, key=lambda d: (-asks[d], -ks[d])):  # widest first: it serves the narrower ones
-            group = next((g for a, g in plan if self._raw_prefix(asks[d], a)), None)
-            if group is None:
-                plan.append((asks[d], [d]))
-            else:
-                group.append(d)
-        parts: dict[int, list] = {d: [] for d in ks}
-        from ..progress import progress_bar
-        from .label_route import reusing_route_topk
-
-        with progress_bar(progress and n > batch_size, total=n, unit="doc", desc="predict") as bar, \
-                reusing_route_topk():
-            for start in range(0, n, batch_size):
-                chunk = X[start:start + batch_size] if n > batch_size else X
-                known = None
-                for ask, group in plan:
-                    idx, scores, features = self._raw_topk(chunk, ask)
-                    if known is None:  # after the first raw call, whose input checks name a bad text's line
-                        known = self.known_fraction(chunk)
-                    for d in group:
-                        width = asks[d]  # copies: no depth's finishing sees another's arrays
-                        parts[d].append(self._finish_topk(idx[:, :width].copy(), scores[:, :width].copy(), chunk,
-                                                          known, ks[d], features))
-                bar.update(min(batch_size, n - start))
-        return {d: (np.concatenate([p[0] for p in ps]), np.concatenate([p[1] for p in ps])) if len(ps) > 1
-                else ps[0] for d, ps in parts.items()}
+        for the zero-shot depth, :mod:`xmtc.open_metrics`). What is shared, and why a deeper top-k cut down would
+        not do: :func:`xmtc.models.batched_topk.topk_at_depths`."""
+        return topk_at_depths(self, X, depths, progress, batch_size)
 
     def _raw_prefix(self, k_small: int, k_large: int) -> bool:
         """Whether the method's raw top ``k_small`` (:meth:`_predict_batch`) of any input is the first ``k_small``
@@ -348,27 +290,8 @@ class XMCModel:
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, folder: str | os.PathLike) -> str:
-        """Write the model folder atomically; returns its path."""
-        self._check_fitted()
-        writer = ModelWriter(folder, stamp=True)  # written from this fitted model: its next load need not re-check
-        try:
-            stages = [{"name": "labels", "type": "label-vocab", "file": writer.json("labels", self.labels_.to_json())},
-                      {"name": "label-stats", "type": "label-counts",
-                       "file": writer.arrays("label_stats", {"counts": self.label_counts_,
-                                                             "n_train": np.array([self.n_train_], dtype=np.int64)})}]
-            stages += self._save_stages(writer)
-            if getattr(self, "calibration_", None) is not None:
-                params, arrays = self.calibration_.to_arrays()
-                stages.append({"name": "calibration", "type": "score-calibration", "params": params,
-                               "file": writer.arrays("calibration", arrays)})
-            from .open_labels import route_stages
-
-            stages += route_stages(self, writer)
-            path = writer.commit(self.method, self.get_params(), stages)
-        except BaseException:
-            writer.abort()
-            raise
-        return str(path)
+        """Write the model folder atomically; returns its path (:func:`xmtc.models.model_stages.save_model`)."""
+        return save_model(self, folder)
 
     @classmethod
     def load(cls, folder: str | os.PathLike, *, mmap: bool = True) -> "XMCModel":
@@ -388,31 +311,7 @@ class XMCModel:
         return reader.manifest["params"]
 
     def _load_state(self, reader: ModelReader) -> None:
-        from ..errors import ModelFormatError
-        self.labels_ = LabelVocab.from_json(reader.json(reader.stage_value("labels", "file")))
-        stats = reader.arrays(reader.stage_value("label-stats", "file"))
-        try:
-            self.label_counts_ = stats["counts"]
-            n_train = stats["n_train"]
-        except KeyError as exc:
-            raise ModelFormatError(f"{reader.folder}: label statistics lack {exc}") from None
-        if n_train.shape != (1,) or n_train.dtype.kind not in "iu" or n_train[0] < 1:
-            raise ModelFormatError(f"{reader.folder}: label statistics: 'n_train' must be one positive integer")
-        self.n_train_ = int(n_train[0])
-        if self.label_counts_.shape != (len(self.labels_),) or self.label_counts_.dtype.kind not in "iuf" \
-                or not np.all(np.isfinite(self.label_counts_)) or np.any(self.label_counts_ < 0):
-            raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(self.labels_)} labels")
-        self._load_stages(reader)
-        self.calibration_ = None
-        if any(st.get("name") == "calibration" for st in reader.manifest["stages"]):
-            from .calibration import Calibration
-
-            st = reader.stage("calibration")
-            self.calibration_ = Calibration.from_arrays(st.get("params", {}), reader.arrays(st["file"]),
-                                                        len(self.labels_), f"{reader.folder / st['file']}")
-        from .open_labels import load_route
-
-        load_route(self, reader)
+        load_model_state(self, reader)
 
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
         raise NotImplementedError

@@ -225,7 +225,7 @@ class EndToEndModel(XMCModel):
 
     def _fit_reranker(self, X: Any, Y: Any, labels, progress: bool) -> None:
         from ..features.encoder import Tokenized
-        from ..neural.training_loop import predict_topk
+        from ..neural.inference import predict_topk
         from .reranker import SparseReranker
 
         cfg = self.config
@@ -249,7 +249,8 @@ class EndToEndModel(XMCModel):
 
         from ..features.encoder import Tokenized, load_encoder
         from ..neural.distributed import start_training
-        from ..neural.training_loop import EndToEndTrainer, representations
+        from ..neural.inference import representations
+        from ..neural.training_loop import EndToEndTrainer
         from ..neural.network import Network
         from ..neural.checkpoint import Checkpoint
 
@@ -331,7 +332,7 @@ class EndToEndModel(XMCModel):
         return Tokenized(self.tokenizer_, check_texts(X), self.max_length)
 
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
-        from ..neural.training_loop import predict_topk
+        from ..neural.inference import predict_topk
 
         self._check_fitted()
         tokenized = self._tokenize(X)

@@ -19,19 +19,19 @@ else is shared and lives here, once:
   1e-2 a 1,920 x 300 bottleneck initialised within +-0.023 is rewritten in a few steps (LightXML,
   6,000 titles, 1 epoch: test P@1 6.27 with the dense layers at 1e-2, 18.73 at 1e-3, 16.60 at 1e-4);
 * **head initialisation** (``head_init``): random (the papers), or ``centroid`` where the network
-  implements :meth:`Network.init_from_data` -- the training texts' :func:`representations` under the
-  pretrained encoder set the heads before the first step (:mod:`xmtc.neural.head_init`);
+  implements :meth:`Network.init_from_data` -- the training texts'
+  :func:`~xmtc.neural.inference.representations` under the pretrained encoder set the heads before the first step (:mod:`xmtc.neural.head_init`);
 * linear warm-up then linear decay of every rate; gradient accumulation; one clipping norm over all
   gradients; bf16 autocast where the hardware multiplies bf16 natively (CUDA, AVX512-BF16 CPUs);
 * **DDP** under ``torchrun``: the encoder and the dense network parameters are one
   DistributedDataParallel module (gloo on CPU, NCCL on CUDA); the row-sparse heads stay outside and
   their row gradients are all-gathered and summed (:func:`~xmtc.neural.heads.merge_row_grads`);
 * **model selection on validation data**: after every epoch the model predicts a validation split
-  cut from the training data (never the test set) and the epoch with the best P@1 is kept (several
-  reference implementations pick their checkpoint on the test set; we do not);
+  cut from the training data (never the test set; :mod:`xmtc.neural.inference`) and the epoch with the
+  best P@1 is kept (several reference implementations pick their checkpoint on the test set; we do not);
 * **weight averaging** (SWA, optional; LightXML's option): from epoch ``swa_start`` on, a running mean
   of every trained tensor is updated every ``swa_every`` optimiser steps, and the averaged weights are
-  the ones validated and kept;
+  the ones validated and kept (:mod:`xmtc.neural.weight_snapshots`);
 * **hooks** for methods that mine with the current weights (:meth:`Network.begin_epoch` before each
   epoch, which may also order the epoch's batches; :meth:`Network.on_batch` with each batch's rows): the
   dual encoder's hard negatives and cluster-grouped batches; what they keep is checkpointed too;
@@ -57,8 +57,10 @@ from ..errors import ConfigError
 from ..features.encoder import Tokenized, autocast
 from .distributed import DistContext, data_parallel
 from .heads import LazyAdam, merge_row_grads
+from .inference import precision_at, predict_topk
 from .optim import adamw, clip_gradients, lr_schedule
 from .reproducible import deterministic_cpu_ops
+from .weight_snapshots import load_snapshot, snapshot, swa_update
 
 log = logging.getLogger(__name__)
 
@@ -108,95 +110,6 @@ def _joint_module(encoder, network):
     return Joint()
 
 
-def represent(encoder, network, batch):
-    """The network's text representation of one tokenized batch (no gradient bookkeeping here)."""
-    out = encoder(**batch, output_hidden_states=True)
-    return network.text_representation(out.hidden_states, batch["attention_mask"])
-
-
-def eval_batches(encoder, network, tokenized: Tokenized, batch_size: int, device, precision: str,
-                  progress: bool, desc: str):
-    """Yield ``(positions, rep)`` over ``tokenized`` in length-sorted batches, encoder and network in
-    eval mode under inference mode (their training flags are restored afterwards)."""
-
-    from ..progress import progress_bar
-
-    n = len(tokenized)
-    order = np.argsort(tokenized.lengths, kind="stable")
-    was = encoder.training, network.training
-    encoder.eval()
-    network.eval()
-    try:
-        with torch.inference_mode(), progress_bar(progress, total=n, desc=desc, unit="text", leave=False) as bar:
-            for s in range(0, n, batch_size):
-                pos = order[s:s + batch_size]
-                with autocast(device, precision):
-                    yield pos, represent(encoder, network, tokenized.batch(pos, device))
-                bar.update(pos.size)
-    finally:
-        encoder.train(was[0])
-        network.train(was[1])
-
-
-def predict_topk(encoder, network, tokenized: Tokenized, k: int, *, batch_size: int = 128, device="cpu",
-                 precision: str = "auto", progress: bool = False, with_representations: bool = False):
-    """Top-k label ids (int32, -1 padded) and scores (float32) of every tokenized text, in input order;
-    ``with_representations`` adds the texts' representations as :func:`representations` gives them
-    (from the same encoder pass)."""
-
-    n = len(tokenized)
-    idx = np.full((n, k), -1, dtype=np.int32)
-    scores = np.zeros((n, k), dtype=np.float32)
-    reps = None
-    for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress, "predict"):
-        i, sc = network.predict(rep, k)
-        kk = min(k, i.shape[1])
-        idx[pos, :kk] = i[:, :kk].cpu().numpy().astype(np.int32)
-        scores[pos, :kk] = sc[:, :kk].float().cpu().numpy()
-        if with_representations:
-            reps = _put_rows(reps, n, pos, rep)
-    scores[idx < 0] = 0.0
-    if with_representations:
-        return idx, scores, reps if reps is not None else np.zeros((0, 0), dtype=np.float32)
-    return idx, scores
-
-
-def _put_rows(out: np.ndarray | None, n: int, pos, rep) -> np.ndarray:
-    """Write a batch's representation into rows ``pos`` of ``out`` (made (n, d) float32 on the first batch);
-    a per-level list goes side by side, level 0 first."""
-    if isinstance(rep, (list, tuple)):
-        rep = torch.cat(list(rep), dim=1)
-    rep = rep.float().cpu().numpy()
-    if out is None:
-        out = np.zeros((n, rep.shape[1]), dtype=np.float32)
-    out[pos] = rep
-    return out
-
-
-def representations(encoder, network, tokenized: Tokenized, *, batch_size: int = 128, device="cpu",
-                    precision: str = "auto", progress: bool = False) -> np.ndarray:
-    """(n, d) float32: the network's text representation of every tokenized text (eval mode, so no
-    dropout), in input order -- what a data-driven head initialisation starts from. A network with one
-    representation per level (CascadeXML's list) gets them side by side, level 0 first."""
-
-    out = None
-    for pos, rep in eval_batches(encoder, network, tokenized, batch_size, device, precision, progress,
-                                  "represent"):
-        out = _put_rows(out, len(tokenized), pos, rep)
-    return out if out is not None else np.zeros((0, 0), dtype=np.float32)
-
-
-def precision_at(idx: np.ndarray, Y: sp.csr_matrix, k: int) -> float:
-    """P@k in percent of top-k predictions ``idx`` against the label matrix ``Y``."""
-    Y = sp.csr_matrix(Y)
-    top = idx[:, :k]
-    rows = np.repeat(np.arange(top.shape[0]), top.shape[1])
-    cols = top.reshape(-1)
-    ok = cols >= 0
-    hits = np.asarray(Y[rows[ok], cols[ok]]).reshape(-1)
-    return 100.0 * float(hits.sum()) / (top.shape[0] * k)
-
-
 # -- the trainer ---------------------------------------------------------------------------------------
 class EndToEndTrainer:
     """Trains ``encoder`` + ``network`` on ``tokenized`` texts with labels ``Y`` (see the module docstring)."""
@@ -239,37 +152,15 @@ class EndToEndTrainer:
         self.swa: dict | None = None           # {"n", "arrays"} running means
         torch.manual_seed(s.seed)
 
-    # -- weights as one flat dict (snapshots, SWA, checkpoints) -------------------------------------------
+    # -- weights as one flat dict (snapshots, SWA, checkpoints: xmtc.neural.weight_snapshots) ------------------
     def _weights(self) -> dict:
-
-        out = {f"encoder.{k}": v.detach().clone() for k, v in self.encoder.state_dict().items()}
-        out.update({f"network.{k}": v.detach().clone() for k, v in self.network.state_dict().items()})
-        for name, head in self.network.sparse_heads.items():
-            out[f"sparse.{name}.weight"] = head.weight.detach().clone()
-            out[f"sparse.{name}.bias"] = head.bias.detach().clone()
-        return {k: v for k, v in out.items() if isinstance(v, torch.Tensor)}
+        return snapshot(self.encoder, self.network)
 
     def _set_weights(self, w: dict) -> None:
-        enc = {k[len("encoder."):]: v for k, v in w.items() if k.startswith("encoder.")}
-        net = {k[len("network."):]: v for k, v in w.items() if k.startswith("network.")}
-        self.encoder.load_state_dict(enc)
-        self.network.load_state_dict(net)
-        for name, head in self.network.sparse_heads.items():
-            head.weight.copy_(w[f"sparse.{name}.weight"])
-            head.bias.copy_(w[f"sparse.{name}.bias"])
+        load_snapshot(self.encoder, self.network, w)
 
     def _swa_update(self) -> None:
-
-        cur = self._weights()
-        if self.swa is None:
-            self.swa = {"n": 1, "arrays": cur}
-            return
-        self.swa["n"] += 1
-        beta = 1.0 / self.swa["n"]
-        with torch.no_grad():
-            for k, v in cur.items():
-                if v.is_floating_point():
-                    self.swa["arrays"][k].mul_(1.0 - beta).add_(v, alpha=beta)
+        self.swa = swa_update(self.swa, self._weights())
 
     # -- state for checkpoints -------------------------------------------------------------------------
     def state(self) -> dict:

@@ -65,7 +65,7 @@ class APLCConfig(EndToEndParams):
 
     def validate(self, source: str) -> None:
         super().validate(source)
-        from .network import parse_cutoffs
+        from .label_split import parse_cutoffs
 
         try:
             parse_cutoffs(self.cutoffs)
@@ -87,7 +87,8 @@ class APLC(EndToEndModel):
     config_class = APLCConfig
 
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from .network import APLCNetwork, frequency_split, parse_cutoffs
+        from .label_split import frequency_split, parse_cutoffs
+        from .network import APLCNetwork
 
         counts = np.asarray(Y.getnnz(axis=0), dtype=np.int64)
         order, bounds = frequency_split(counts, n_tail=cfg.n_tail_clusters, cutoffs=parse_cutoffs(cfg.cutoffs),

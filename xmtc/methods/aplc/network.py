@@ -15,27 +15,16 @@ ending at L). With the text representation ``x`` (d values: the encoder's summar
   ``p(j) = sigmoid(u_j)`` for a head label, ``p(V_i) = sigmoid(u_{c_0+i})`` for a node, and
   ``p(j) = p(V_i) * sigmoid(z_ij)`` for label j of tail cluster i.
 
-**Loss** (per text n, then the mean over the batch): binary cross-entropy over
-
-* every head label;
-* for each tail cluster holding a positive of n: every label of the cluster, on the product
-  probability ``p(V_i) * sigmoid(z_ij)`` (the node learns through the products; its own term is
-  dropped);
-* for each tail cluster without a positive of n: the node only, ``-log(1 - p(V_i))`` (the labels of
-  the cluster count as negatives through their node and are not scored);
-
-divided by the number of terms, ``N_n = c_0 + sum_i (|V_i| if n has a positive in V_i else 1)``.
-This is the loss of the reference code (huiyegit/APLC_XLNet, ``code/Adapative_label_clusters.py``,
-read for this module). The paper's full text was not reachable from our build machine (its abstract
-only), so these equations are read from that code; the paper's description we know (sigmoid label
-probabilities as node x conditional, clusters by frequency, d / div_value^i projections) agrees.
-
-**Cost of a step**: the head (``c_0 + C`` rows, every text: the method scores every head label) and,
-for each tail cluster, only the texts with a positive there times its ``|V_i|`` labels. A tail
-cluster's label matrix is a :class:`~xmtc.neural.heads.RowSparseHead` (``tail1``, ``tail2``, ...)
-gathered only in steps where some text of the batch has a positive in it; untouched clusters cost
-nothing (no gradient, no optimiser work). Their projections ``P_i`` and LayerNorms are small dense
-parameters.
+**Loss** (:func:`~xmtc.methods.aplc.loss.aplc_loss`, the network's ``training_loss``): binary
+cross-entropy over every head label, every label of the tail clusters holding a positive of the text (on
+the product probability) and the node alone of the others, divided by the number of terms -- the
+reference code's loss (huiyegit/APLC_XLNet, ``code/Adapative_label_clusters.py``, read for this module). The
+paper's full text was not reachable from our build machine (its abstract only), so these equations are read
+from that code; the paper's description we know (sigmoid label probabilities as node x conditional,
+clusters by frequency, d / div_value^i projections) agrees. A step costs the head and, per tail cluster,
+only the texts with a positive there: the tail label matrices are
+:class:`~xmtc.neural.heads.RowSparseHead` (``tail1``, ``tail2``, ...) gathered only when touched; their
+projections ``P_i`` and LayerNorms are small dense parameters.
 
 **Prediction** (scores are the probabilities above, in [0, 1]):
 
@@ -47,14 +36,9 @@ parameters.
 * ``predict_beam = b > 0``: only each text's b most probable tail clusters are considered (a beam
   over clusters; approximate when b < C, equal to ``full`` when b covers every cluster, tested).
 
-**Label split** (:func:`frequency_split`): the reference's run scripts cut the frequency-sorted labels
-into clusters of equal label counts, one tail cluster up to ~31k labels (EURLex, AmazonCat, Wiki10),
-two at 501k (Wiki500k), three at 670k (Amazon670k). Our default, ``n_tail = max(1, round(L /
-250,000))`` equal-count tail clusters beside an equal-count head, reproduces all five of those
-settings; ``cutoffs`` sets them explicitly and ``split="occurrences"`` cuts at equal shares of the
-label occurrences instead (a smaller head when labels are Zipf-distributed). The estimator's default
-``head_share=0.75`` gives the head three quarters of the labels and splits the rest equally among the
-tail clusters (``head_share=0``: the reference's equal counts) -- see *label split* below.
+**Label split** (:func:`~xmtc.methods.aplc.label_split.frequency_split`): by default the reference's
+equal-count clusters, ``max(1, round(L / 250,000))`` tail clusters; the estimator's ``head_share=0.75``
+gives the head three quarters of the labels -- see *label split* below.
 
 Deviations from the reference code, and why:
 
@@ -72,9 +56,9 @@ Deviations from the reference code, and why:
   only on the steps that touch it, where dense Adam's momentum keeps moving it. yso-finna-en-2k-20k,
   3 epochs at 1e-2: test P@1 36.06 in 729 s (benchmarks/RESULTS.md); the former 2e-3 was not run at
   that scale -- the rate's effect was measured on CascadeXML's lazy heads (3.88 at 1e-3, 33.30 at 1e-2).
-* **numerics**: ``log p(j)`` of a tail label is ``logsigmoid(u) + logsigmoid(z)`` and ``log(1 - p)``
-  a stable log1mexp, instead of ``BCELoss`` on the product clamped at -100: the same loss away
-  from the clamp, no saturation when both factors are near 0 or 1.
+* **numerics** (:mod:`xmtc.methods.aplc.loss`): ``log p(j)`` of a tail label is ``logsigmoid(u) +
+  logsigmoid(z)`` and ``log(1 - p)`` a stable log1mexp, instead of ``BCELoss`` on the product clamped
+  at -100: the same loss away from the clamp, no saturation when both factors are near 0 or 1.
 * **checkpoint choice**: the reference evaluates every saved checkpoint on the test set; the core
   keeps the epoch with the best P@1 on a validation split cut from the training data.
 * **biases** (``bias``; on by default in :class:`xmtc.APLC`, ``bias=False`` is the reference): the reference's head and
@@ -105,9 +89,6 @@ Deviations from the reference code, and why:
 
 from __future__ import annotations
 
-import math
-from typing import Sequence
-
 import numpy as np
 import scipy.sparse as sp
 import torch
@@ -115,80 +96,10 @@ import torch
 from ...errors import ConfigError, ModelFormatError
 from ...neural.network import LossOut, Network, mean_pooled
 from ...neural.heads import RowSparseHead
+from .loss import aplc_loss
 
 POOLINGS = ("first", "last", "mean")
-SPLITS = ("labels", "occurrences")
 PREDICT_MODES = ("pruned", "full")
-_LN2 = math.log(2.0)
-
-
-# -- the label split ------------------------------------------------------------------------------------
-def default_tail_clusters(n_labels: int) -> int:
-    """Tail clusters by default: ``max(1, round(L / 250,000))`` (the reference's five settings)."""
-    return max(1, int(round(n_labels / 250_000)))
-
-
-def frequency_split(label_counts: np.ndarray, *, n_tail: int = 0, cutoffs: Sequence[int] | None = None,
-                    split: str = "labels", head_share: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
-    """``(order, bounds)``: label ids by decreasing training frequency (ties: smaller id first), and the
-    cluster boundaries in that order, ``[0, c_0, ..., c_{C-1}, L]`` (cluster 0 = the head).
-
-    ``cutoffs`` (increasing ranks in [1, L-1]) win; otherwise ``n_tail`` tail clusters (0 = the default
-    rule) cut at equal label counts (``split="labels"``, the reference's choice) or at equal shares of
-    the label occurrences (``"occurrences"``), each cluster keeping at least one label. With
-    ``split="labels"`` and ``head_share`` > 0 the head takes that share of the labels and the tail
-    clusters split the rest into equal counts (``head_share=0``: every cluster the same size).
-    """
-    counts = np.asarray(label_counts, dtype=np.int64)
-    L = int(counts.size)
-    order = np.lexsort((np.arange(L), -counts)).astype(np.int64)
-    if cutoffs:
-        cut = [int(c) for c in cutoffs]
-        if any(b <= a for a, b in zip(cut, cut[1:])) or cut[0] < 1 or cut[-1] > L - 1:
-            raise ConfigError(f"cutoffs must be increasing label ranks between 1 and {L - 1} (L = {L}), got {cut}")
-    else:
-        if split not in SPLITS:
-            raise ConfigError(f"split must be one of {', '.join(SPLITS)}, got {split!r}")
-        n_tail = int(n_tail) or default_tail_clusters(L)
-        n_parts = n_tail + 1
-        if L < n_parts:
-            raise ConfigError(f"{L} labels cannot be cut into a head and {n_tail} tail clusters")
-        if split == "labels" and head_share > 0:
-            c0 = min(max(int(round(L * head_share)), 1), L - n_tail)
-            cut = [c0 + ((L - c0) * j) // n_tail for j in range(n_tail)]
-        elif split == "labels":
-            cut = [(L * j) // n_parts for j in range(1, n_parts)]
-        else:
-            mass = np.cumsum(counts[order].astype(np.float64))
-            total = float(mass[-1]) if L else 0.0
-            cut = []
-            for j in range(1, n_parts):
-                c = int(np.searchsorted(mass, total * j / n_parts, side="left")) + 1 if total > 0 else (L * j) // n_parts
-                lo = (cut[-1] + 1) if cut else 1
-                hi = L - (n_parts - j)          # leave one label for every later cluster
-                cut.append(min(max(c, lo), hi))
-    return order, np.array([0, *cut, L], dtype=np.int64)
-
-
-def parse_cutoffs(text: str) -> list[int]:
-    """``"997,1500"`` -> ``[997, 1500]`` (empty text: none)."""
-    text = (text or "").strip()
-    if not text:
-        return []
-    try:
-        return [int(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise ConfigError(f"cutoffs must be comma-separated whole numbers, got {text!r}") from None
-
-
-def log1mexp(a):
-    """``log(1 - exp(a))`` for ``a <= 0``, accurate at both ends, finite gradients (a is clamped just
-    below 0, where the loss would be infinite)."""
-    a = a.clamp(max=-1e-30)
-    near = a > -_LN2
-    hi = torch.where(near, a, torch.full_like(a, -1.0))
-    lo = torch.where(near, torch.full_like(a, -1.0), a)
-    return torch.where(near, torch.log(-torch.expm1(hi)), torch.log1p(-torch.exp(lo)))
 
 
 def _normal_(t, std: float, g: torch.Generator) -> None:
@@ -303,53 +214,8 @@ class APLCNetwork(Network):
         return rows, ranks, cluster
 
     def training_loss(self, rep, Y: sp.csr_matrix) -> LossOut:
-        B = rep.shape[0]
-        dev = rep.device
-        rows, ranks, cluster = self.batch_targets(Y)
-        u = self.head(rep).float()                                   # (B, c_0 + C)
-        head_t = np.zeros((B, self.n_head), dtype=np.float32)
-        sel = cluster == 0
-        head_t[rows[sel], ranks[sel]] = 1.0
-        per_text = torch.nn.functional.binary_cross_entropy_with_logits(
-            u[:, :self.n_head], torch.from_numpy(head_t).to(dev), reduction="none").sum(1)
-        touched = np.zeros((B, self.n_tail), dtype=bool)
-        touched[rows[~sel], cluster[~sel] - 1] = True
-        touched_t = torch.from_numpy(touched).to(dev)
-        nodes = u[:, self.n_head:]
-        # clusters without a positive: the node alone, -log(1 - sigmoid(u)) = softplus(u)
-        node_loss = (torch.nn.functional.softplus(nodes) * (~touched_t)).sum(1)
-        sizes = np.diff(self.bounds)[1:]
-        n_terms = self.n_head + np.where(touched, sizes[None, :], 1).sum(1)
-        tail_loss = torch.zeros(B, device=dev)
-        used = []
-        for i in range(1, self.n_tail + 1):
-            docs = np.flatnonzero(touched[:, i - 1])
-            name = f"tail{i}"
-            head = self.sparse_heads[name]
-            n_i, lo = int(sizes[i - 1]), int(self.bounds[i])
-            # an untouched cluster is gathered with no row: nothing to compute or update, but every step
-            # (and under DDP every process) still takes part in the head's gradient merge and lazy Adam
-            # step count
-            ids = torch.arange(n_i if docs.size else 0, device=head.weight.device)[None, :]
-            hb = head.gather(ids)
-            used.append((name, hb))
-            if docs.size == 0:
-                continue
-            docs_t = torch.from_numpy(docs).to(dev)
-            z = self._tail_logits(i, rep.index_select(0, docs_t), hb.w, hb.b).float()      # (n, |V_i|)
-            target = np.zeros((docs.size, n_i), dtype=np.float32)
-            pos = cluster == i
-            local = np.searchsorted(docs, rows[pos])
-            target[local, ranks[pos] - lo] = 1.0
-            target_t = torch.from_numpy(target).to(dev)
-            logp = torch.nn.functional.logsigmoid(nodes.index_select(0, docs_t)[:, i - 1:i]) \
-                + torch.nn.functional.logsigmoid(z)
-            bce = -(target_t * logp + (1.0 - target_t) * log1mexp(logp)).sum(1)
-            tail_loss = tail_loss.index_add(0, docs_t, bce)
-        total = (per_text + node_loss + tail_loss) / torch.from_numpy(n_terms.astype(np.float32)).to(dev)
-        loss = total.mean()
-        return LossOut(loss, used, {"head": float((per_text / self.n_head).mean().detach()),
-                                    "touched_clusters": float(touched.any(0).sum())})
+        """APLC's normalised BCE (:func:`~xmtc.methods.aplc.loss.aplc_loss`)."""
+        return aplc_loss(self, rep, Y)
 
     # -- prediction -----------------------------------------------------------------------------------
     def label_probabilities(self, rep):

@@ -97,7 +97,8 @@ class CascadeXML(EndToEndModel):
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
         from ...index.kmeans import build_label_tree
         from ...index.pifa import pifa
-        from .network import CascadeNetwork, parse_floats, parse_layers, parse_topk, reference_dropouts
+        from .network import CascadeNetwork
+        from .settings import parse_floats, parse_layers, parse_topk, reference_dropouts
 
         X = cfg.tfidf().make_featurizer(cfg.n_threads).fit_transform(texts)
         tree = build_label_tree(pifa(X, Y), branching=cfg.branching, max_leaf_size=cfg.max_leaf_size,

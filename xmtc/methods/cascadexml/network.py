@@ -23,14 +23,10 @@ Loss (the paper's weighted sum of per-level binary cross-entropies):
 
     loss = sum_t  lambda_t * mean_{(i, n): n in M_t(i)}  BCE(s_t(n | x_i), y_t(n | x_i))
 
-Prediction runs the same cascade without ``P``: level 0 keeps its top-``k_0`` nodes by ``s_0``, each
-following level keeps the top-``k_t`` of its candidates by ``s_t``, and the labels reached are scored by
-``score``:
-
-* ``parent`` (default; the reference code's ``weighted`` scheme): ``s_D(l) * s_{D-1}(parent(l))``;
-* ``path``: the product of the level scores along the whole path, ``prod_t s_t(ancestor_t(l))``
-  (the probability chain of a tree model);
-* ``label``: ``s_D(l)`` alone (the reference's ``level`` scheme).
+Prediction (:mod:`xmtc.methods.cascadexml.prediction`) runs the same cascade without ``P``, keeping the
+top-``k_t`` candidates of each level, and scores the labels reached by ``score``: ``parent`` (default,
+``s_D(l) * s_{D-1}(parent(l))``), ``path`` (the product of the level scores along the path) or ``label``
+(``s_D(l)`` alone).
 
 All three are in [0, 1]. Only level 0 (the coarsest, a few dozen nodes) is a dense parameter; every
 other level is a :class:`~xmtc.neural.heads.RowSparseHead`, so a step touches the candidates' rows,
@@ -44,7 +40,8 @@ Defaults and deviations from the paper and its reference code (xmc-aalto/cascade
   ``[(5, 6), 8, 10, 12]``. We keep its rule and scale it to the encoder's depth N: the last level reads
   layer N, each coarser level ``max(1, N // 6)`` layers lower, and the first level pairs its layer with the
   one just below. For 12 layers this reproduces the reference exactly; all-MiniLM-L6 (6 layers), 3 levels:
-  ``[(3, 4), 5, 6]``. ``layers`` sets any other choice ("3+4,5,6").
+  ``[(3, 4), 5, 6]``. ``layers`` sets any other choice ("3+4,5,6"); both are read by
+  :mod:`xmtc.methods.cascadexml.settings`.
 * **Pooling.** ``pooling="cls"`` reads the first token's state as the paper does; the estimator's default,
   ``pooling="mean"``, reads the attention-masked mean of the same layer's token states instead, because
   all-MiniLM-L6-v2 (the project's default encoder) was trained as a mean-pooled sentence encoder and its
@@ -100,84 +97,10 @@ from ...index.tree import LabelTree
 from ...neural.network import LossOut, Network, mean_pooled
 from ...neural.heads import RowSparseHead
 from ...neural.shortlist import build_shortlist, children_csr
+from .prediction import cascade, top_labels
 
 SCORES = ("parent", "path", "label")
 POOLINGS = ("cls", "mean")
-
-
-# -- settings parsed from strings (the CLI / JSON form) ----------------------------------------------------
-def default_layers(n_layers: int, n_levels: int) -> list[tuple[int, ...]]:
-    """The reference's layer rule scaled to an encoder of ``n_layers`` layers (see the module doc).
-
-    An encoder too shallow for the tree (fewer layers than levels) shares its first layer among the
-    coarse levels, and the first level reads a single layer when there is none below its own.
-    """
-    step = max(1, n_layers // 6)
-    picks = [max(1, n_layers - step * (n_levels - 1 - t)) for t in range(n_levels)]
-    first = (picks[0] - 1, picks[0]) if picks[0] >= 2 else (picks[0],)
-    return [first] + [(p,) for p in picks[1:]]
-
-
-def parse_layers(spec: str, n_layers: int, n_levels: int) -> list[tuple[int, ...]]:
-    """``"auto"`` or one entry per level, ``+`` joining layers: ``"3+4,5,6"``."""
-    if spec.strip() == "auto":
-        return default_layers(n_layers, n_levels)
-    try:
-        out = [tuple(int(x) for x in part.split("+")) for part in spec.split(",")]
-    except ValueError:
-        raise ConfigError(f"layers must be 'auto' or comma-separated layer numbers ('3+4,5,6'), got {spec!r}") \
-            from None
-    if len(out) != n_levels:
-        raise ConfigError(f"layers {spec!r} names {len(out)} levels; the tree has {n_levels}")
-    for entry in out:
-        for layer in entry:
-            if not 1 <= layer <= n_layers:
-                raise ConfigError(f"layer {layer} in {spec!r} does not exist: the encoder has layers 1..{n_layers}")
-    return out
-
-
-def parse_floats(spec: str, n: int, name: str, default: list[float]) -> list[float]:
-    """``"auto"`` (``default``), one number for every level, or ``n`` comma-separated numbers."""
-    if spec.strip() == "auto":
-        return list(default)
-    try:
-        vals = [float(x) for x in spec.split(",")]
-    except ValueError:
-        raise ConfigError(f"{name} must be 'auto' or comma-separated numbers, got {spec!r}") from None
-    if len(vals) == 1:
-        vals = vals * n
-    if len(vals) != n or any(not np.isfinite(v) or v < 0 for v in vals):
-        raise ConfigError(f"{name} needs {n} non-negative numbers (one per level), got {spec!r}")
-    return vals
-
-
-def parse_topk(spec: str, n: int) -> list[int]:
-    """Nodes kept per cluster level (every level but the labels): ``"auto"``, one number for all, or ``n``.
-
-    ``auto`` keeps 8 nodes at the first cluster level and 32 at every finer one: on the two cluster levels
-    of yso-finna-en-2k-20k's tree that is the measured '8,32'; a deeper tree (more labels) keeps the same
-    32-cluster shortlist above its labels instead of failing for want of a third number.
-    """
-    if spec.strip() == "auto":
-        return [8] + [32] * (n - 1) if n > 0 else []
-    try:
-        vals = [int(x) for x in spec.split(",")]
-    except ValueError:
-        raise ConfigError(f"topk must be comma-separated whole numbers, got {spec!r}") from None
-    if len(vals) == 1:
-        vals = vals * n
-    if len(vals) != n or any(v < 1 for v in vals):
-        raise ConfigError(f"topk needs {n} positive numbers (one per cluster level), got {spec!r}")
-    return vals
-
-
-def reference_dropouts(n_levels: int) -> list[float]:
-    """The reference's per-level dropouts: 0.3, 0.3, 0.4 for three levels, 0.2, 0.25, 0.4, 0.5 for four."""
-    if n_levels == 3:
-        return [0.3, 0.3, 0.4]
-    if n_levels == 4:
-        return [0.2, 0.25, 0.4, 0.5]
-    return list(np.round(np.linspace(0.2, 0.5, n_levels), 3)) if n_levels > 1 else [0.3]
 
 
 def padded_children(parents: np.ndarray, n_parents: int) -> np.ndarray:
@@ -283,7 +206,7 @@ class CascadeNetwork(Network):
         """Every level's rows on the standardised centroids of its nodes' texts (:mod:`xmtc.neural.head_init`).
 
         ``rep`` is ``[phi_0 | phi_1 | ... | phi_D]`` side by side (what
-        :func:`xmtc.neural.training_loop.representations` gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
+        :func:`xmtc.neural.inference.representations` gives for a list of per-level representations, each of width h); level ``t``'s node ``n`` takes
         the centroid of ``phi_t`` over the texts with a label under ``n``, and the prior bias. Nodes
         without a training text keep their random rows."""
         from ...neural.head_init import centroid_weights, set_rows
@@ -348,54 +271,14 @@ class CascadeNetwork(Network):
                        candidates=prev_ids)  # the label level's candidates (ALC pairs them)
 
     # -- prediction --------------------------------------------------------------------------------------
-    def _level_scores(self, t: int, rep, ids):
-        """sigma(scores) (B, S) of level ``t``'s nodes ``ids`` (B, S; -1 = padding, scored 0)."""
-        if t == 0:
-            return torch.sigmoid(self.head0(rep.to(self.head0.weight.dtype)).float())
-        head = self.sparse_heads[f"level{t}"]
-        flat = ids.clamp_min(0).reshape(-1)
-        w = head.weight.index_select(0, flat).view(*ids.shape, -1)
-        b = head.bias.index_select(0, flat).view(ids.shape)
-        s = torch.sigmoid(torch.einsum("bsh,bh->bs", w, rep.float()) + b)
-        return s.masked_fill(ids < 0, 0.0)
-
     def cascade(self, rep):
-        """The prediction cascade: per level ``(ids, level scores, path scores, parent scores)``, (B, S_t)."""
-        B = rep[0].shape[0]
-        dev = self.head0.weight.device
-        ids = torch.arange(self.sizes[0], device=dev).expand(B, -1)
-        s = self._level_scores(0, rep[0], ids)
-        out = [(ids, s, s, torch.ones_like(s))]
-        for t in range(1, self.n_levels):
-            prev_ids, prev_s, prev_path, _ = out[-1]
-            kk = min(self.topk[t - 1], prev_ids.shape[1])
-            masked = prev_s.masked_fill(prev_ids < 0, -1.0)
-            top_s, pos = torch.topk(masked, kk, dim=1)
-            top = prev_ids.gather(1, pos).masked_fill(top_s < 0, -1)
-            top_path = prev_path.gather(1, pos)
-            children = getattr(self, f"children{t}")
-            width = children.shape[1]
-            kids = children[top.clamp_min(0)].masked_fill((top < 0).unsqueeze(-1), -1).reshape(B, kk * width)
-            parent_s = top_s.clamp_min(0).unsqueeze(-1).expand(B, kk, width).reshape(B, kk * width)
-            parent_path = top_path.unsqueeze(-1).expand(B, kk, width).reshape(B, kk * width)
-            s = self._level_scores(t, rep[t], kids)
-            out.append((kids, s, s * parent_path, parent_s))
-        return out
+        """The prediction cascade: per level ``(ids, level scores, path scores, parent scores)``, (B, S_t)
+        (:func:`~xmtc.methods.cascadexml.prediction.cascade`)."""
+        return cascade(self, rep)
 
     def predict(self, rep, k: int):
-        """Top-``k`` labels (B, k) and their ``score`` (see the module doc; -1 / 0 padding)."""
-        ids, s, path, parent = self.cascade(rep)[-1]
-        final = {"parent": s * parent, "path": path, "label": s}[self.score]
-        final = final.masked_fill(ids < 0, -1.0)
-        kk = min(k, ids.shape[1])
-        top_s, pos = torch.topk(final, kk, dim=1)
-        top = ids.gather(1, pos).masked_fill(top_s < 0, -1)
-        top_s = top_s.clamp_min(0.0)
-        if kk < k:
-            B = ids.shape[0]
-            top = torch.cat([top, top.new_full((B, k - kk), -1)], 1)
-            top_s = torch.cat([top_s, top_s.new_zeros((B, k - kk))], 1)
-        return top, top_s
+        """Top-``k`` labels (B, k) and their ``score`` (:func:`~xmtc.methods.cascadexml.prediction.top_labels`)."""
+        return top_labels(self, rep, k)
 
     def alc_scores(self, rep, out, label_ids, tap):
         """ALC: the log of ``score`` (B, C) for labels ``label_ids``: ``log sigma(w . phi_t + b)`` summed over

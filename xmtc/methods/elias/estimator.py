@@ -138,7 +138,8 @@ class ELIAS(EndToEndModel):
 
     # -- the shell's hooks (stage 1) ---------------------------------------------------------------
     def _build_network(self, cfg, encoder, texts, Y, n_threads):
-        from .network import ELIASNetwork, tree_adjacency
+        from .adjacency import tree_adjacency
+        from .network import ELIASNetwork
 
         X = cfg.tfidf().make_featurizer(cfg.n_threads).fit_transform(texts)
         clusters = label_clusters(X, Y, cfg.cluster_size, seed=cfg.seed, n_threads=n_threads)
@@ -175,11 +176,8 @@ class ELIAS(EndToEndModel):
         from ...features.encoder import Tokenized
         from ...neural.checkpoint import Checkpoint
         from ...neural.training_loop import EndToEndTrainer
-        from .network import (
-            ELIASNetwork,
-            add_missing_labels,
-            approximate_adjacency,
-        )
+        from .adjacency import add_missing_labels, approximate_adjacency
+        from .network import ELIASNetwork
         from ...models.end_to_end import data_fingerprint
 
         t0 = time.perf_counter()
@@ -237,7 +235,7 @@ class ELIAS(EndToEndModel):
 
     def _cluster_beams(self, tokenized, progress: bool):
         """Top-``beam_size`` cluster ids and scores of every tokenized text (no teacher forcing, eval mode)."""
-        from ...neural.training_loop import eval_batches
+        from ...neural.inference import eval_batches
 
         n, b = len(tokenized), min(self.network_.beam_size, self.network_.n_clusters)
         ids = np.full((n, b), -1, dtype=np.int64)

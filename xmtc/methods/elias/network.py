@@ -18,20 +18,15 @@ then the label classifier on those K. Training adds the clusters of the text's p
 clusters and, when more than ``beam_size + 5`` remain, samples that many without replacement with
 probability proportional to the cluster score (the reference code's rule).
 
-Loss (paper eq. for L = L_classification + lambda * L_shortlist, reference ``ELIASLoss``):
-``BCE(final score, y)`` averaged over the B x K shortlisted entries, plus ``lambda`` times
-``-log(path score)`` of every positive label that is in the (deduplicated) path shortlist, averaged over
-B x (the batch's largest number of positives); the second term pulls the positives' paths up so that the
-index (W_C and, in stage 2, the edge logits) learns to retrieve them.
+Loss (:func:`~xmtc.methods.elias.loss.elias_loss`, the network's ``training_loss``): ``BCE(final score, y)``
+over the top-K shortlist plus ``lambda`` times ``-log(path score)`` of the positives found in the path
+shortlist (the paper's L = L_classification + lambda * L_shortlist, reference ``ELIASLoss``).
 
-Adjacency: stored as an ELL-style sparse matrix, ``adj_index`` (C, kappa) label ids (-1 = empty slot) and,
-in stage 2, the dense (C, kappa) parameter ``adj_logits`` (its size is that of the index, ``C * kappa``,
-about ``L * kappa / max_leaf``: a weight matrix, never B x L). The label classifier ``W_L`` (L, h) is a
+Adjacency (:mod:`xmtc.methods.elias.adjacency`): an ELL-style sparse matrix, ``adj_index`` (C, kappa) label
+ids (-1 = empty slot), the stage-1 tree's clusters and, in stage 2, each cluster's top-``kappa`` labels of
+``M^T Y`` from the stage-1 model's beams, with the dense (C, kappa) parameter ``adj_logits`` (a weight
+matrix of the index's size, never B x L). The label classifier ``W_L`` (L, h) is a
 :class:`~xmtc.neural.heads.RowSparseHead`: a step gathers only the rows of its top-K shortlist.
-
-:func:`approximate_adjacency` turns the stage-1 model's cluster beams on the training texts into the
-stage-2 index: ``M`` (N x C) holds each training text's top-b cluster scores, ``M^T Y`` (C x L) how
-strongly each label's texts activate each cluster, and each cluster keeps its ``kappa`` strongest labels.
 
 Deviations from the reference code (nilesh2797/ELIAS, ``nets.py``/``losses.py``), each with its reason:
 
@@ -44,9 +39,9 @@ Deviations from the reference code (nilesh2797/ELIAS, ``nets.py``/``losses.py``)
   ``min(1, beta * A_approx / row sum)``: with a few CPU epochs per stage there is no time to recover the
   ordering A_approx already knows. Passing no values is the reference's initialisation;
 * labels that no cluster keeps in its top-kappa are unreachable in stage 2 in the code (their parent
-  silently becomes cluster 0). :func:`add_missing_labels` (the estimator's default, ``keep_tree_edges``)
-  gives each such label the edge from its stage-1 cluster instead; when it is off, such a label's parent is
-  "none";
+  silently becomes cluster 0). :func:`~xmtc.methods.elias.adjacency.add_missing_labels` (the estimator's
+  default, ``keep_tree_edges``) gives each such label the edge from its stage-1 cluster instead; when it
+  is off, such a label's parent is "none";
 * a label reached twice keeps its best path in both stages; the code deduplicates only in stage 2, so in
   its stage 1 a cluster that the random fill draws twice puts its labels twice into the top-K;
 * the code's BCE counts padded entries (score 0, target 0) in its mean; so do we (same value), and BCE is
@@ -78,81 +73,9 @@ import torch
 import torch.nn.functional as F
 
 from ...errors import ConfigError, ModelFormatError
-from ...index.tree import cluster_members
 from ...neural.network import LossOut, Network, cls_concat, mean_pooled
 from ...neural.heads import RowSparseHead, random_head
-
-
-# -- the index -----------------------------------------------------------------------------------------
-def tree_adjacency(cluster_of_label: np.ndarray, n_clusters: int) -> np.ndarray:
-    """Stage 1's index: cluster c -> its labels, as a (C, max cluster size) int64 array padded with -1."""
-    cluster_of_label = np.asarray(cluster_of_label, dtype=np.int64)
-    if cluster_of_label.size and (cluster_of_label.min() < 0 or cluster_of_label.max() >= n_clusters):
-        raise ConfigError("cluster_of_label holds ids outside 0..n_clusters-1")
-    return cluster_members(cluster_of_label, n_clusters)
-
-
-def approximate_adjacency(beam_ids: np.ndarray, beam_scores: np.ndarray, Y: sp.spmatrix, n_clusters: int,
-                          kappa: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stage 2's index from the stage-1 model: row-wise top-``kappa`` of ``M^T Y`` (C x L).
-
-    ``beam_ids`` / ``beam_scores`` (N, b): each training text's top-b clusters and their scores (-1 padded);
-    ``M`` is them as a sparse (N, C) matrix. Returns ``(index (C, kappa) int64, -1 padded; values (C, kappa))``,
-    each row's labels by decreasing value (ties: smaller label id first); a cluster with fewer than kappa
-    labels of non-zero weight keeps only those.
-    """
-    Y = sp.csr_matrix(Y, dtype=np.float32)
-    beam_ids = np.asarray(beam_ids)
-    keep = beam_ids >= 0
-    n = beam_ids.shape[0]
-    if Y.shape[0] != n:
-        raise ValueError(f"beams for {n} texts, labels for {Y.shape[0]}")
-    rows = np.repeat(np.arange(n), keep.sum(1))
-    M = sp.csr_matrix((np.asarray(beam_scores, dtype=np.float32)[keep], (rows, beam_ids[keep])),
-                      shape=(n, n_clusters))
-    CL = sp.csr_matrix(M.T @ Y)                   # (C, L): sum over a label's texts of their cluster scores
-    CL.sum_duplicates()
-    CL.eliminate_zeros()
-    index = np.full((n_clusters, kappa), -1, dtype=np.int64)
-    values = np.zeros((n_clusters, kappa), dtype=np.float32)
-    for c in range(n_clusters):
-        s, e = CL.indptr[c], CL.indptr[c + 1]
-        cols, vals = CL.indices[s:e], CL.data[s:e]
-        order = np.lexsort((cols, -vals))[:kappa]
-        index[c, :order.size] = cols[order]
-        values[c, :order.size] = vals[order]
-    return index, values
-
-
-def add_missing_labels(index: np.ndarray, values: np.ndarray, cluster_of_label: np.ndarray
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """Give every label that no cluster kept an edge from its stage-1 (tree) cluster.
-
-    Appended after the cluster's kept labels with the row's smallest kept value (or 1 in an empty row);
-    rows widen past kappa only as far as the most such labels one cluster needs. Returns new arrays.
-    """
-    index, values = np.asarray(index), np.asarray(values, dtype=np.float32)
-    n_labels = cluster_of_label.shape[0]
-    present = np.zeros(n_labels, dtype=bool)
-    present[index[index >= 0]] = True
-    missing = np.flatnonzero(~present)
-    if missing.size == 0:
-        return index.copy(), values.copy()
-    C = index.shape[0]
-    fill = (index >= 0).sum(1)
-    by_cluster = [[] for _ in range(C)]
-    for l in missing:
-        by_cluster[int(cluster_of_label[l])].append(int(l))
-    width = max(index.shape[1], int(max(fill[c] + len(by_cluster[c]) for c in range(C))))
-    out_i = np.full((C, width), -1, dtype=np.int64)
-    out_v = np.zeros((C, width), dtype=np.float32)
-    out_i[:, :index.shape[1]], out_v[:, :index.shape[1]] = index, values
-    for c in range(C):
-        if by_cluster[c]:
-            low = float(values[c, :fill[c]].min()) if fill[c] else 1.0
-            out_i[c, fill[c]:fill[c] + len(by_cluster[c])] = by_cluster[c]
-            out_v[c, fill[c]:fill[c] + len(by_cluster[c])] = low
-    return out_i, out_v
+from .loss import elias_loss
 
 
 def _dedup_max(ids, scores):
@@ -167,17 +90,6 @@ def _dedup_max(ids, scores):
     i_sorted = i_sorted.masked_fill(dup_sorted, -1)
     s_sorted = s_sorted.masked_fill(dup_sorted, 0.0)
     return i_sorted, s_sorted
-
-
-def positives_tensor(Y: sp.csr_matrix, device) -> torch.Tensor:
-    """(B, P) label ids of each row's positives, -1 padded (P = the largest row)."""
-    Y = sp.csr_matrix(Y)
-    counts = np.diff(Y.indptr)
-    P = max(1, int(counts.max()) if counts.size else 1)
-    out = np.full((Y.shape[0], P), -1, dtype=np.int64)
-    pos = np.arange(Y.nnz) - np.repeat(Y.indptr[:-1], counts)
-    out[np.repeat(np.arange(Y.shape[0]), counts), pos] = Y.indices
-    return torch.from_numpy(out).to(device)
 
 
 # -- the network ---------------------------------------------------------------------------------------
@@ -331,29 +243,8 @@ class ELIASNetwork(Network):
 
     # -- the core's contract ---------------------------------------------------------------------------
     def training_loss(self, rep, Y) -> LossOut:
-        rep = rep.float()
-        if self.stage == 2:
-            self._refresh_parent()
-        positives = positives_tensor(Y, rep.device)
-        scores = self.cluster_scores(rep)
-        c_ids, c_vals = self.cluster_shortlist(scores, positives)
-        ids, path, top_ids, top_path = self._top_paths(c_ids, c_vals)
-        hb = self.sparse_heads["labels"].gather(top_ids)
-        final = top_path * torch.sigmoid(hb.score(rep))
-        with torch.no_grad():
-            target = ((top_ids.unsqueeze(-1) == positives.unsqueeze(1)) & (top_ids >= 0).unsqueeze(-1)).any(-1)
-            hit = (ids.unsqueeze(-1) == positives.unsqueeze(1)) & (positives >= 0).unsqueeze(1)   # (B, N, P)
-        with torch.autocast(rep.device.type, enabled=False):
-            l_cls = F.binary_cross_entropy(final.float(), target.float())
-            # path score of each positive found in the shortlist (0 where it is absent); BCE with target 1 on
-            # the found ones (log clamped at log 1e-30; torch's BCELoss clamps at -100)
-            pos_path = (hit.float() * path.float().unsqueeze(-1)).amax(dim=1)                  # (B, P)
-            found = hit.any(dim=1)
-            l_path = -(torch.log(pos_path.clamp_min(1e-30)) * found).sum() / found.numel()
-        loss = l_cls + self.loss_lambda * l_path
-        return LossOut(loss=loss, rows=[("labels", hb)],
-                       parts={"bce": float(l_cls.detach()), "path": float(l_path.detach())},
-                       candidates=top_ids)  # the top-K shortlist the classifier's BCE scored (-1 = padding)
+        """L_classification + lambda * L_shortlist (:func:`~xmtc.methods.elias.loss.elias_loss`)."""
+        return elias_loss(self, rep, Y)
 
     @torch.no_grad()
     def predict(self, rep, k: int):

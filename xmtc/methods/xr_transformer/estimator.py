@@ -13,55 +13,11 @@ tree, one-vs-all linear levels, beam search):
   clusters with a fresh head and every cluster scored; by default its matcher is the neural one
   (the paper's matcher->ranker design: the head's top clusters, rankers inside them).
 
-Matching and ranking (``matcher``):
-
-* ``linear`` (the default; XR-Transformer's inference as the paper draws it, and PECOS's): an XR-Linear
-  model (matcher levels + rankers, TFN + MAN of its own beam) on ``[tfidf, w * normalize(emb)]`` over the
-  whole tree; the fine-tuned heads only shape the embedding. The paper's Figure 3 caption: "Only the
-  transformer vectorizer Φdnn, refined HLT and {W(t)} are needed during inference"; PECOS 1.2.8's
-  ``XTransformer.predict`` (``pecos/xmc/xtransformer/model.py``) encodes with ``only_embeddings=True``,
-  concatenates and calls ``concat_model.predict`` without ``csr_codes``: a beam search from the root.
-  Two choices where xmtc departs from PECOS (both selectable):
-
-  - ``ranker_leaves``: ``nearest`` (default) cuts the fine-tuning tree at the cluster level whose size is
-    nearest to ``L / max_leaf_size`` and hangs every label from its ancestor there, so the rankers' leaves
-    hold about ``max_leaf_size`` labels; ``finest`` keeps the whole tree. A full ``branching``-way tree
-    over-splits when ``L / max_leaf_size`` lies just above a power of ``branching``: yso-finna-en-2k-20k's
-    [16, 256, 1994] has leaves of ~8 labels, each ranker trained against the few texts its 10-cluster beam
-    sent there; on [16, 1994] every ranker sees the texts of 10 of 16 clusters.
-  - ``matcher_combine``: ``ranker`` (default) orders the beam's labels by their ranker's score alone,
-    ``product`` multiplies it by the label's cluster's beam score (PECOS). Rankers trained with MAN have
-    met the texts of the other clusters, so their scores compare across clusters.
-* ``neural`` (X-Transformer's matcher->ranker design, KDD'20): a beam search with the level heads over
-  the fine-tuned cluster levels (:mod:`xmtc.methods.xr_transformer.matcher`) selects each text's clusters; linear
-  rankers on ``[tfidf, w * normalize(emb)]`` (:mod:`xmtc.linear.cluster_rankers`) score the labels inside them,
-  trained with TFN (texts positive in the cluster) + MAN (the texts the *neural matcher's* beam sent
-  there by mistake). Two choices, each selectable:
-
-  - ``matcher_heads``: ``refit`` (default) solves eq. 11's objective again for every matcher level on
-    the finished encoder's embeddings (:func:`xmtc.methods.xr_transformer.bootstrap.refit_heads`); ``fine-tuned`` keeps
-    the heads as their level left them, although the encoder went on training on the levels below, so
-    at prediction they meet embeddings they were not trained on.
-  - ``matcher_combine``: X-Transformer's eq. 2 scores a label by both stages, f(x, l) = σ(g(x, c_l),
-    h(x, l)), the matcher's score g of the label's cluster and the ranker's score h of the label; ``product``
-    is that rule as PECOS's ``XLinearModel.predict(csr_codes=...)`` implements it (``pecos/xmc/base.py``,
-    ``PostProcessor``: the two multiplied). ``ranker`` (default, a deviation from eq. 2) orders the labels
-    inside the beam by the ranker's l3-hinge score alone, the matcher deciding only which clusters enter.
-    Measured on X-Transformer itself (one trained model, its test set predicted both ways): ``ranker``
-    36.30 / 12.44 P@1 / P@5, eq. 2's ``product`` 33.08 / 11.12 (coverage@P90 6.10 against 1.68): the
-    matcher's cluster score, multiplied in, reorders the labels of different clusters by how sure the
-    16-way matcher was, which the rankers (trained on TF-IDF + embedding with the matcher's own
-    mistakes as negatives) already account for.
-
-Measured on yso-finna-en-2k-20k (MiniLM-L6, length 32, one epoch per level, beam 10, CPU fp32, 2 threads;
-benchmarks/RESULTS.md), with PECOS XR-Transformer 1.2.8 at P@1 34.18 / P@5 10.44 in 1,670 s on
-the same host: ``linear`` 35.68 / 11.44 in 497 s on the whole tree with product scores, 37.86 / 12.87 with
-``ranker_leaves="nearest"`` and ``matcher_combine="ranker"`` (the same encoder: the linear stage's ~14 CPU s more
-is the cost; PECOS's best on this machine type: 35.66 / 11.74 in 1,059 s); ``neural`` 35.18 / 10.92 in 534 s
-with the defaults above, 31.56 / 8.99 with ``fine-tuned`` heads and ``product``. ``linear`` measures better
-and stays XR-Transformer's default. X-Transformer, whose one fine-tuned level leaves no stale head, measured
-36.30 / 12.44 in 191 s with ``neural`` against 34.48 / 11.52 in 187 s with ``linear`` (product scores, as then):
-``neural`` is its default.
+Matching and ranking (``matcher``: ``linear``, XR-Transformer's default, an XR-Linear model over the tree on
+``[tfidf, w * normalize(emb)]``; ``neural``, X-Transformer's, the fine-tuned heads' beam with rankers inside it),
+their choices (``ranker_leaves``, ``matcher_heads``, ``matcher_combine``) and what each measured against PECOS:
+:mod:`xmtc.methods.xr_transformer.rankers`, the stage trained once the encoder is fine-tuned. The model folder's
+stages beyond XR-Linear's: :mod:`xmtc.methods.xr_transformer.stages`.
 
 Fine-tuning cost (``frozen_layers``, XR-Transformer's default 4): on texts that fill all ``max_length`` tokens
 nearly all of the training time is the steps (yso-finna-en-long, benchmarks/RESULTS.md: 534 of 626 s with
@@ -84,7 +40,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import logging
 import time
 from typing import Any
@@ -92,15 +47,16 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from ...errors import ConfigError, DataFormatError, ModelFormatError
+from ...errors import ConfigError, DataFormatError
 from ...index.pifa import pifa
 from ...models.base import as_label_matrix, register
 from ...models.storage import ModelReader, ModelWriter
 from ...features.concat import concat_features
 from ...models.base import check_texts
 from ...native import resolve_threads
-from ..xr_linear.estimator import XRLinear, plain_linear_fit
+from ..xr_linear.estimator import XRLinear
 from .config import TransformerParams, XRTransformerConfig
+from .rankers import fit_rankers, matcher_beam, ranker_tree
 
 __all__ = ["XRTransformer", "TransformerParams", "XRTransformerConfig", "concat_features"]
 
@@ -246,101 +202,22 @@ class _TransformerModel(XRLinear):
             return self  # only rank 0 trains the rankers and saves
         X_cat = self._concat(X_tfidf, embeddings)
         self.n_features_ = int(X_cat.shape[1])
-        if cfg.matcher == "linear":
-            self.models_ = [(linear_fit or plain_linear_fit)(
-                X_cat, Y, self._ranker_tree(tree, cfg), negatives=cfg.negatives, C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias,
-                tol=cfg.tol, max_iter=cfg.max_iter, threshold=cfg.threshold, beam_size=cfg.beam_size,
-                n_threads=n_threads, progress=progress)]
-        else:
-            from ...linear.cluster_rankers import ClusterRankers
-
-            self.models_ = []
-            self._set_matcher(chain, levels)
-            if cfg.matcher_heads == "refit":
-                self._refit_matcher_heads(embeddings, Y, chain, settings)
-            beam_ids, beam_sc = self._matcher_beam(embeddings)
-            self.rankers_ = ClusterRankers().fit(
-                X_cat, Y, chain, self.matcher_levels_[-1] + 1, beam_ids, beam_sc, negatives=cfg.negatives,
-                C_pos=cfg.C_pos, C_neg=cfg.C_neg, bias=cfg.bias, tol=cfg.tol, max_iter=cfg.max_iter,
-                threshold=cfg.threshold, beam_size=cfg.beam_size, n_threads=n_threads)
+        fit_rankers(self, X_cat, Y, tree, chain, levels, embeddings, settings, n_threads, linear_fit=linear_fit,
+                    progress=progress)
         log.info("trained %s on %d texts, %d labels in %.1fs", type(self).__name__, len(texts), Y.shape[1],
                  time.perf_counter() - t0)
         return self
 
     # -- the linear matcher -----------------------------------------------------------------------
     def _ranker_tree(self, tree, cfg):
-        """The linear matcher's tree: the fine-tuning tree cut at the cluster level ``ranker_leaves`` picks.
-
-        ``nearest``: the cluster level t whose size K_t minimises ``|log(K_t * max_leaf_size / L)|`` (ties to
-        the finer level) becomes the leaves, every label hanging from its level-t ancestor; ``finest`` (or a
-        tree with one cluster level) keeps the tree.
-        """
-        from ...index.tree import LabelTree
-
-        sizes = tree.level_sizes[:-1]  # the cluster levels K_1 .. K_D
-        if cfg.ranker_leaves == "finest" or len(sizes) < 2:
-            return tree
-        target = tree.n_labels / self._leaf_size(cfg, tree.n_labels)
-        gaps = [abs(math.log(k / target)) for k in sizes]
-        t = min(range(len(sizes)), key=lambda i: (gaps[i], -i))
-        if t == len(sizes) - 1:
-            return tree
-        parents = tree.parents
-        up = parents[-1]
-        for level in range(len(sizes) - 1, t, -1):  # label -> its ancestor at level t
-            up = parents[level][up]
-        cut = LabelTree.from_parents(parents[:t + 1] + [up])
-        log.info("linear matcher: leaves at the fine-tuning tree's level of %d clusters (~%.0f labels each),"
-                 " tree %s", sizes[t], tree.n_labels / sizes[t], cut.level_sizes)
-        return cut
+        """The linear matcher's tree: :func:`~xmtc.methods.xr_transformer.rankers.ranker_tree` with this method's
+        leaf size."""
+        return ranker_tree(tree, cfg.ranker_leaves, lambda n_labels: self._leaf_size(cfg, n_labels))
 
     def _label_score(self) -> str:
         return self.matcher_combine
 
     # -- the neural matcher -----------------------------------------------------------------------
-    def _set_matcher(self, chain, levels) -> None:
-        """The fine-tuned levels the neural matcher walks (consecutive, above the label level) and their
-        child matrices; the levels below them are the rankers'."""
-        from ...neural.shortlist import children_csr
-
-        use = [t for t in levels if t <= len(chain) - 2]
-        if not use:
-            raise ConfigError("matcher 'neural' needs a fine-tuned cluster level above the labels; the tree has"
-                              f" {len(chain)} level(s) and fine-tuning ran on {levels}: use matcher 'linear' or a"
-                              " smaller max_leaf_size")
-        if use != list(range(use[0], use[-1] + 1)):
-            raise ConfigError(f"matcher 'neural' needs consecutive fine-tuned levels, got {use}")
-        self.matcher_levels_ = use
-        self.matcher_children_ = [children_csr(chain[t].indices.astype(np.int64), chain[t].shape[1]) for t in use]
-
-    def _refit_matcher_heads(self, emb: np.ndarray, Y: sp.csr_matrix, chain, settings) -> None:
-        """Replace the matcher levels' heads by eq. 11's optimum on the finished encoder's embeddings.
-
-        Measured on yso-finna-en-2k-20k (one saved model, rankers refit each time, beam 10, matcher_combine
-        ranker): recall of the positive level-2 clusters in the beam 53.4 -> 55.3, P@1 34.22 -> 35.18.
-        """
-        from .bootstrap import refit_heads
-        from .finetune import level_positives
-
-        t0 = time.perf_counter()
-        self.heads_.update(refit_heads(np.asarray(emb, dtype=np.float32), chain, self.matcher_levels_,
-                                       level_positives(Y, chain), settings.shortlist_topk,
-                                       neg_weight=settings.neg_weight, n_threads=settings.n_threads))
-        log.info("matcher heads of levels %s refit on the final embeddings in %.1fs", self.matcher_levels_,
-                 time.perf_counter() - t0)
-
-    def _matcher_beam(self, emb: np.ndarray):
-        """The neural matcher's beam; its scores are 1 where ``matcher_combine="ranker"`` (the rankers alone
-        then order the labels inside it)."""
-        from .matcher import neural_beam
-
-        heads = [self.heads_[t] for t in self.matcher_levels_]
-        ids, sc = neural_beam(np.asarray(emb, dtype=np.float32), heads, self.matcher_children_, self.beam_size,
-                              post_processor="l3-hinge")
-        if self.matcher_combine == "ranker":
-            sc = np.where(ids >= 0, 1.0, 0.0).astype(np.float32)
-        return ids, sc
-
     def _predict_batch(self, X: Any, k: int) -> tuple[np.ndarray, np.ndarray]:
         if self.matcher == "linear":
             return super()._predict_batch(X, k)
@@ -351,7 +228,7 @@ class _TransformerModel(XRLinear):
 
     def _neural_predict(self, X_cat: sp.csr_matrix, emb: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Top-k of the neural matcher's beam on ``emb`` re-ranked on ``X_cat = [tfidf, embedding]``."""
-        beam_ids, beam_sc = self._matcher_beam(emb)
+        beam_ids, beam_sc = matcher_beam(self, emb)
         return self.rankers_.predict_topk(X_cat, beam_ids, beam_sc, k, beam_size=self.beam_size,
                                           post_processor=self.post_processor)
 
@@ -389,85 +266,25 @@ class _TransformerModel(XRLinear):
 
     # -- persistence --------------------------------------------------------------------------
     def _save_stages(self, writer: ModelWriter) -> list[dict]:
-        stages = super()._save_stages(writer)
-        if self.matcher == "neural":
-            stages.append({"name": "rankers", "type": "cluster-rankers", "matcher_levels": self.matcher_levels_,
-                           "file": writer.arrays("rankers", self.rankers_.to_arrays())})
-            stages.append({"name": "tree", "type": "label-tree",
-                           "file": writer.arrays("tree", {f"parent{t}": C.indices.astype(np.int64)
-                                                          for t, C in enumerate(self._matcher_chain())})})
-        folder = writer.folder("encoder")
-        self.encoder_.save_pretrained(str(folder), safe_serialization=True)
-        self.tokenizer_.save_pretrained(str(folder))
-        stages.insert(1, {"name": "encoder", "type": "hf-transformer", "folder": "encoder",
-                          "pooling": self.pooling, "max_length": self.max_length})
-        heads = {}
-        for level, (W, b) in sorted(self.heads_.items()):
-            heads[f"level{level}.weight"] = W
-            heads[f"level{level}.bias"] = b
-        stages.insert(2, {"name": "heads", "type": "level-heads", "levels": sorted(self.heads_),
-                          "file": writer.arrays("heads", heads)})
-        return stages
+        from .stages import save_stages
+
+        return save_stages(self, writer, super()._save_stages(writer))
 
     def _own_features_only(self) -> bool:
-        return False  # the rankers see [tfidf, embedding]: checked in _load_stages once the encoder is loaded
+        return False  # the rankers see [tfidf, embedding]: checked on load (stages.load_encoder_stages) once the encoder is loaded
 
     def _matcher_chain(self):
         """Parent arrays of the matcher's levels, as csr rows (what ``children_csr`` needs back)."""
         return [sp.csr_matrix(C.T) for C in self.matcher_children_]
 
     def _load_stages(self, reader: ModelReader) -> None:
+        from .stages import load_encoder_stages, load_neural_stages
+
         if self.matcher == "linear":
             super()._load_stages(reader)
         else:
-            self._load_neural_stages(reader)
-        from ...features.encoder import load_saved_encoder, pick_device
-
-        st = reader.stage("encoder")
-        folder = reader.subfolder(st["folder"])
-        self.device_ = pick_device(self.device)
-        self.tokenizer_, self.encoder_ = load_saved_encoder(folder, self.device_)
-        hidden = getattr(self.encoder_.config, "hidden_size", None)
-        if isinstance(hidden, int):
-            self._check_feature_count(reader, self.featurizer_.n_features_ + hidden)
-        arrays = reader.arrays(reader.stage("heads")["file"])
-        self.heads_ = {}
-        for level in reader.stage("heads")["levels"]:
-            try:
-                self.heads_[int(level)] = (arrays[f"level{level}.weight"], arrays[f"level{level}.bias"])
-            except KeyError as exc:
-                raise ModelFormatError(f"{reader.folder}: heads lack {exc}") from None
-        if self.matcher == "neural":
-            missing = [t for t in self.matcher_levels_ if t not in self.heads_]
-            if missing:
-                raise ModelFormatError(f"{reader.folder}: the neural matcher needs the heads of levels {missing}")
-
-    def _load_neural_stages(self, reader: ModelReader) -> None:
-        from ...features.tfidf import TfidfFeaturizer
-        from ...neural.shortlist import children_csr
-        from ...linear.cluster_rankers import ClusterRankers
-
-        st = reader.stage("featurizer")
-        self.featurizer_ = TfidfFeaturizer.from_arrays(st.get("params", {}), reader.arrays(st["file"]))
-        self.n_features_ = int(reader.stage("features")["n_features"])
-        self.models_ = []
-        st = reader.stage("rankers")
-        self.rankers_ = ClusterRankers.from_arrays(reader.arrays(st["file"]))
-        self.matcher_levels_ = [int(t) for t in st["matcher_levels"]]
-        tree = reader.arrays(reader.stage("tree")["file"])
-        self.matcher_children_ = []
-        n_par = 1
-        for i, _ in enumerate(self.matcher_levels_):
-            try:
-                parent = np.asarray(tree[f"parent{i}"], dtype=np.int64)
-            except KeyError:
-                raise ModelFormatError(f"{reader.folder}: tree lacks parent{i}") from None
-            n_par = int(parent.max()) + 1 if i == 0 and parent.size else n_par
-            self.matcher_children_.append(children_csr(parent, n_par))
-            n_par = parent.size
-        if self.rankers_.n_features != self.n_features_:
-            raise ModelFormatError(f"{reader.folder}: rankers have {self.rankers_.n_features} features, the model"
-                                   f" {self.n_features_}")
+            load_neural_stages(self, reader)
+        load_encoder_stages(self, reader)
 
 
 @register

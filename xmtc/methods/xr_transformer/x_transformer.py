@@ -1,9 +1,9 @@
 """X-Transformer (Chang et al., KDD'20; ``x-transformer``): semantic label indexing with a choice of label
 representation (``pifa-tfidf``, ``pifa-neural`` from the pretrained encoder, or ``text-emb``, the encoder's
 embedding of each label's text), then fine-tuning on one level of ``n_clusters`` clusters with a fresh head
-and every cluster scored. It shares XR-Transformer's machinery (:mod:`xmtc.methods.xr_transformer.estimator`,
-whose docstring has both methods' matchers and figures) and differs in the tree level it fine-tunes and how
-labels are indexed."""
+and every cluster scored. It shares XR-Transformer's machinery (:mod:`xmtc.methods.xr_transformer.estimator`;
+both methods' matchers and figures: :mod:`xmtc.methods.xr_transformer.rankers`) and differs in the tree level it
+fine-tunes and how labels are indexed."""
 
 from __future__ import annotations
 
