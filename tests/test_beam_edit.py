@@ -179,3 +179,21 @@ def test_explicit_zeros_in_the_new_columns_are_no_weight_and_a_weight_of_one_is_
     # by hand: feature 0 keeps node 1's 2.0 only; feature 1 as before (node 2 under parent 0 first, then node 1);
     # feature 2 now holds node 0 (offset 0) at 1.0 instead of 5.0; no bias for node 0
     assert out.ent["val"].tolist() == [2.0, 4.0, 3.0, 1.0] and out.bias_w.tolist() == [0.0, 0.0, -1.0]
+
+
+def test_new_columns_with_duplicate_and_unsorted_entries_are_summed_and_left_as_given():
+    # the hand case's level; node 2's new column holds feature 1 twice (0.25 + 0.5), its entries out of order
+    W = np.array([[1, 2, 0],
+                  [0, 3, 4],
+                  [5, 0, 0],
+                  [0.5, 0, -1]], dtype=np.float32)
+    parent_of = np.array([0, 1, 0])
+    level = BeamLevel.from_weights(sp.csc_matrix(W), parent_of, 2)
+    col = sp.csc_matrix((np.array([2.0, 0.25, 7.0, 0.5], np.float32), np.array([3, 1, 0, 1]), np.array([0, 4])),
+                        shape=(4, 1))
+    assert not col.has_canonical_format
+    out = replaced(level, [2], col)
+    edited = W.copy()
+    edited[:, 2] = [7, 0.75, 0, 2]
+    _same(out, BeamLevel.from_weights(sp.csc_matrix(edited), parent_of, 2))
+    assert col.indices.tolist() == [3, 1, 0, 1] and col.data.tolist() == [2.0, 0.25, 7.0, 0.5]  # the caller's

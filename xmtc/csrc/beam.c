@@ -48,33 +48,60 @@ static inline void emit(int64_t p, entry_t x, int64_t *last_p, int32_t *out_seg,
     out_ent[(*eo)++] = x;
 }
 
-/* The entries of the nodes flagged in `edited` dropped and the m new entries (feature new_f, parent new_p,
- * sorted by (feature, parent, offset)) merged in, each feature's entries kept in (parent, offset) order.
- * out_ent holds nnz + m entries and out_seg S + m segments at most; counts[0..1] = segments, entries. */
+/* The new weights of edited nodes, given as csc columns (rows 0..d-1 features, row d the bias; zeros are no
+ * weight), as feature-major entries: with ent == NULL, cursor[r] counts row r's nonzero entries (r < d);
+ * otherwise cursor[r] is where row r's next entry goes, and the columns are taken in `order` (the nodes'
+ * (parent, offset) order), so each feature's entries come out in that order, with the parent in ent_par and the
+ * bias of column j in bias[j] (a counting sort by feature, as xmtc_feature_major_fill for a whole level). */
+XMTC_API void xmtc_columns_fill(const int64_t *indptr, const int32_t *indices, const float *data, int64_t d,
+                                const int64_t *order, int64_t n, const int32_t *col_par, const int32_t *col_off,
+                                int64_t *cursor, entry_t *ent, int32_t *ent_par, float *bias) {
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t j = order[i];
+        for (int64_t e = indptr[j]; e < indptr[j + 1]; e++) {
+            const int64_t r = indices[e];
+            const float v = data[e];
+            if (v == 0.0f) continue;
+            if (ent == NULL) {
+                if (r < d) cursor[r]++;
+            } else if (r < d) {
+                const int64_t q = cursor[r]++;
+                ent[q].col = col_off[j];
+                ent[q].val = v;
+                ent_par[q] = col_par[j];
+            } else {
+                bias[j] = v;
+            }
+        }
+    }
+}
+
+/* The entries of the nodes flagged in `edited` dropped and the new entries merged in (feature f's are
+ * new_p / new_ent[new_ptr[f] .. new_ptr[f + 1]), in (parent, offset) order), each feature's entries kept in
+ * (parent, offset) order. out_ent holds nnz + m entries and out_seg S + m segments at most (m = new_ptr[d]);
+ * counts[0..1] = segments, entries. */
 XMTC_API void xmtc_layout_edit(int64_t d, const int64_t *feat, const int32_t *seg, const entry_t *ent,
                                const int64_t *child_ptr, const int32_t *child_ids, const uint8_t *edited,
-                               const int64_t *new_f, const int32_t *new_p, const entry_t *new_ent, int64_t m,
+                               const int64_t *new_ptr, const int32_t *new_p, const entry_t *new_ent,
                                int64_t *out_feat, int32_t *out_seg, entry_t *out_ent, int64_t *counts) {
-    int64_t q = 0, so = 0, eo = 0;
+    int64_t so = 0, eo = 0;
     for (int64_t f = 0; f < d; f++) {
         out_feat[2 * f] = so;
         out_feat[2 * f + 1] = eo;
-        int64_t last_p = -1, e = feat[2 * f + 1];
+        int64_t last_p = -1, e = feat[2 * f + 1], q = new_ptr[f];
+        const int64_t q_end = new_ptr[f + 1];
         for (int64_t s = feat[2 * f]; s < feat[2 * f + 2]; s++) {
             const int64_t p = seg[2 * s], n = seg[2 * s + 1], base = child_ptr[p];
             for (int64_t k = 0; k < n; k++, e++) {
                 const entry_t x = ent[e];
-                while (q < m && new_f[q] == f && (new_p[q] < p || (new_p[q] == p && new_ent[q].col < x.col))) {
+                while (q < q_end && (new_p[q] < p || (new_p[q] == p && new_ent[q].col < x.col))) {
                     emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
                     q++;
                 }
                 if (!edited[child_ids[base + x.col]]) emit(p, x, &last_p, out_seg, &so, out_ent, &eo);
             }
         }
-        while (q < m && new_f[q] == f) {
-            emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
-            q++;
-        }
+        for (; q < q_end; q++) emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
     }
     out_feat[2 * d] = so;
     out_feat[2 * d + 1] = eo;
