@@ -35,7 +35,7 @@ _SIGNATURES = {
                              + [_p] * 4 + [_p] * 3 + [_c_int, _c_i64, _c_int],
     "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
     "xmtc_kmeans_split_level": [_p, _p, _p, _c_i64] + [_p] * 6 + [_c_i64, _c_i64, _c_int, _c_int],
-    "xmtc_layout_edit": [_c_i64] + [_p] * 13,
+    "xmtc_layout_edit": [_c_i64] + [_p] * 14,
     "xmtc_columns_fill": [_p, _p, _p, _c_i64, _p, _c_i64] + [_p] * 6,
     "xmtc_layout_columns": [_c_i64] + [_p] * 9,
     "xmtc_beam_step": [_c_i64] + [_p] * 5 + [_c_i64] + [_p] * 6 + [_c_flt, _c_i64, _c_int, _p, _p, _c_i64, _c_int],

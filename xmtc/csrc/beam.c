@@ -78,12 +78,14 @@ XMTC_API void xmtc_columns_fill(const int64_t *indptr, const int32_t *indices, c
 
 /* The entries of the nodes flagged in `edited` dropped and the new entries merged in (feature f's are
  * new_p / new_ent[new_ptr[f] .. new_ptr[f + 1]), in (parent, offset) order), each feature's entries kept in
- * (parent, offset) order. out_ent holds nnz + m entries and out_seg S + m segments at most (m = new_ptr[d]);
- * counts[0..1] = segments, entries. */
+ * (parent, offset) order. With `renumber` (not NULL) a kept entry's offset becomes renumber[node] (its node's
+ * offset among new sibling lists, in the same order). out_ent holds nnz + m entries and out_seg S + m segments
+ * at most (m = new_ptr[d]); counts[0..1] = segments, entries. */
 XMTC_API void xmtc_layout_edit(int64_t d, const int64_t *feat, const int32_t *seg, const entry_t *ent,
                                const int64_t *child_ptr, const int32_t *child_ids, const uint8_t *edited,
                                const int64_t *new_ptr, const int32_t *new_p, const entry_t *new_ent,
-                               int64_t *out_feat, int32_t *out_seg, entry_t *out_ent, int64_t *counts) {
+                               int64_t *out_feat, int32_t *out_seg, entry_t *out_ent, int64_t *counts,
+                               const int32_t *renumber) {
     int64_t so = 0, eo = 0;
     for (int64_t f = 0; f < d; f++) {
         out_feat[2 * f] = so;
@@ -93,12 +95,15 @@ XMTC_API void xmtc_layout_edit(int64_t d, const int64_t *feat, const int32_t *se
         for (int64_t s = feat[2 * f]; s < feat[2 * f + 2]; s++) {
             const int64_t p = seg[2 * s], n = seg[2 * s + 1], base = child_ptr[p];
             for (int64_t k = 0; k < n; k++, e++) {
-                const entry_t x = ent[e];
+                entry_t x = ent[e];
+                const int32_t node = child_ids[base + x.col];
+                if (edited[node]) continue; /* the new entries before it go before the next kept one */
+                if (renumber) x.col = renumber[node];
                 while (q < q_end && (new_p[q] < p || (new_p[q] == p && new_ent[q].col < x.col))) {
                     emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);
                     q++;
                 }
-                if (!edited[child_ids[base + x.col]]) emit(p, x, &last_p, out_seg, &so, out_ent, &eo);
+                emit(p, x, &last_p, out_seg, &so, out_ent, &eo);
             }
         }
         for (; q < q_end; q++) emit(new_p[q], new_ent[q], &last_p, out_seg, &so, out_ent, &eo);

@@ -56,29 +56,25 @@ def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: i
 
 def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
     """:func:`grown` for a tree whose own nodes changed parents (a label learned again after ``labels remove``, or
-    a label without documents placed by its first ones), in three passes over the level's entries instead of a
-    rebuild through the csc weights: the moved nodes' entries leave (:func:`replaced` with empty columns); every
-    other entry's offset under its parent is renumbered for the new sibling lists, whose order a move does not
-    change (a parent's children ascend by id), so each segment stays sorted; the moved nodes' weights join again
-    under their new parents. Equal, array for array, to the rebuild (tests/test_beam_edit.py), which took 3.5 CPU s
-    for yso-finna-en's 24,810 leaves on the critical path of a learn of a fifth of it (benchmarks/RESULTS.md)."""
+    a label without documents placed by its first ones), in one pass over the level's entries instead of a
+    rebuild through the csc weights: the moved nodes' entries leave, every other entry's offset under its parent
+    is renumbered for the new sibling lists (a move does not change their order: a parent's children ascend by
+    id, so each segment stays sorted), and the moved nodes' weights join again under their new parents. Equal,
+    array for array, to the rebuild (tests/test_beam_edit.py), which took 3.5 CPU s for yso-finna-en's 24,810
+    leaves on the critical path of a learn of a fifth of it; three passes (strip, renumber, join) took 2.3 s
+    (benchmarks/RESULTS.md)."""
     K_old, d_old = level.n_nodes, level.n_features
     moved = np.flatnonzero(parent_of[:K_old] != level.parent_of)
-    weights = widened(node_columns(level, moved), d)  # bias row included, moved to row d
-    stripped = replaced(level, moved, sp.csc_matrix((d_old + 1, moved.size), dtype=np.float32))
-    # each entry's node: its segment's parent and its offset among that parent's children, both before the move
-    entry_parent = np.repeat(stripped.seg[:, 0], stripped.seg[:, 1])
-    node = level.child_ids[level.child_ptr[entry_parent] + stripped.ent["col"]]
     child_ptr, child_ids = children(parent_of, n_parents)
-    feat = stripped.feat
+    new_parent, new_offset = _places_in(parent_of, child_ptr, child_ids)
+    feat, seg, ent, _ = _edited(level, moved, node_columns(level, moved), new_parent, new_offset,
+                                renumber=new_offset[:K_old].astype(np.int32))
     if d > d_old:  # as in grown(): features past the old ones own no segment and no entry
         feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
     bias_w = np.zeros(parent_of.size, dtype=np.float32)
-    bias_w[:K_old] = level.bias_w  # the moved nodes' too: replaced() below sets theirs again
-    out = BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat,
-                    seg=stripped.seg, ent=stripped.ent, bias_w=bias_w)
-    stripped.ent["col"] = _places(out)[1][node]  # replaced() made these arrays: renumbered in place
-    return replaced(out, moved, weights)
+    bias_w[:K_old] = level.bias_w  # a moved node's too: a move keeps its weights
+    return BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat, seg=seg,
+                     ent=ent, bias_w=bias_w)
 
 
 def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
@@ -97,10 +93,14 @@ def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
 
 def _places(level: BeamLevel) -> tuple[np.ndarray, np.ndarray]:
     """Per node: its parent and its offset among the parent's children."""
-    parent_of = level.parent_of.astype(np.int64)
-    where = np.empty(level.n_nodes, dtype=np.int64)
-    where[level.child_ids] = np.arange(level.n_nodes)
-    return parent_of, where - level.child_ptr[parent_of]
+    return _places_in(level.parent_of.astype(np.int64), level.child_ptr, level.child_ids)
+
+
+def _places_in(parent_of: np.ndarray, child_ptr: np.ndarray, child_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_places` of the tree ``parent_of`` whose sibling lists are ``child_ptr`` / ``child_ids``."""
+    where = np.empty(parent_of.size, dtype=np.int64)
+    where[child_ids] = np.arange(parent_of.size)
+    return parent_of, where - child_ptr[parent_of]
 
 
 def _layout_args(level: BeamLevel) -> tuple:
@@ -156,10 +156,24 @@ def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
         raise ValueError(f"W_cols has shape {W_cols.shape}, expected {(d + 1, nodes.size)}")
     if np.unique(nodes).size != nodes.size:
         raise ValueError("nodes must be distinct")
+    parent_of, offset = _places(level)
+    feat, seg, ent, new_bias = _edited(level, nodes, W_cols, parent_of, offset)
+    bias_w = np.array(level.bias_w, dtype=np.float32, copy=True)
+    bias_w[nodes] = new_bias
+    return BeamLevel(n_features=d, bias=level.bias, child_ptr=level.child_ptr, child_ids=level.child_ids, feat=feat,
+                     seg=seg, ent=ent, bias_w=bias_w)
+
+
+def _edited(level: BeamLevel, nodes: np.ndarray, W_cols: sp.csc_matrix, parent_of: np.ndarray, offset: np.ndarray,
+            renumber: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The layout arrays ``(feat, seg, ent)`` of ``level`` with the entries of ``nodes`` dropped and the columns
+    of ``W_cols`` (``level.n_features + 1`` rows, the bias last) joined as theirs, each node at ``parent_of[node]``
+    and ``offset[node]``; and the nodes' new biases. ``renumber[node]``: every kept node's offset in the new
+    layout (None: unchanged)."""
+    d = level.n_features
     if not W_cols.has_canonical_format:  # the caller's matrix stays as given
         W_cols = W_cols.copy()
         W_cols.sum_duplicates()
-    parent_of, offset = _places(level)
     edited = np.zeros(level.n_nodes, dtype=np.uint8)
     edited[nodes] = 1
     # the new weights in the layout's order: feature, parent, offset under the parent -- the columns taken in
@@ -188,8 +202,7 @@ def replaced(level: BeamLevel, nodes, W_cols) -> BeamLevel:
     counts = np.zeros(2, dtype=np.int64)
     kern.xmtc_layout_edit(*_layout_args(level), ptr(edited, np.uint8), ptr(new_ptr, np.int64), ptr(new_p, np.int32),
                           ptr(new_ent, ENTRY), ptr(feat, np.int64), ptr(seg, np.int32), ptr(ent, ENTRY),
-                          ptr(counts, np.int64))
-    bias_w = np.array(level.bias_w, dtype=np.float32, copy=True)
-    bias_w[nodes] = new_bias
-    return BeamLevel(n_features=d, bias=level.bias, child_ptr=level.child_ptr, child_ids=level.child_ids, feat=feat,
-                     seg=seg[:counts[0]], ent=ent[:counts[1]], bias_w=bias_w)
+                          ptr(counts, np.int64), None if renumber is None else ptr(renumber, np.int32))
+    return feat, seg[:counts[0]], ent[:counts[1]], new_bias
+
+
