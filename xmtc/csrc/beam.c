@@ -114,11 +114,12 @@ XMTC_API void xmtc_layout_edit(int64_t d, const int64_t *feat, const int32_t *se
     counts[1] = eo;
 }
 
-/* The weights of the nodes with slot[node] >= 0 as (feature, slot, value) triples in entry order; returns
- * their number and writes them only where out_row is not NULL (call once to count, once to fill). */
+/* The weights of the nodes with slot[node] >= 0 as csc columns (one per slot), rows ascending: with out_row NULL,
+ * cursor[slot] counts each column's entries; otherwise cursor[slot] is where its next entry goes (features are
+ * walked in order, so each column's rows come out sorted). Returns the number of entries. */
 XMTC_API int64_t xmtc_layout_columns(int64_t d, const int64_t *feat, const int32_t *seg, const entry_t *ent,
                                      const int64_t *child_ptr, const int32_t *child_ids, const int32_t *slot,
-                                     int32_t *out_row, int32_t *out_col, float *out_val) {
+                                     int64_t *cursor, int32_t *out_row, float *out_val) {
     int64_t c = 0;
     for (int64_t f = 0; f < d; f++) {
         int64_t e = feat[2 * f + 1];
@@ -128,9 +129,11 @@ XMTC_API int64_t xmtc_layout_columns(int64_t d, const int64_t *feat, const int32
                 const int32_t j = slot[child_ids[base + ent[e].col]];
                 if (j >= 0) {
                     if (out_row) {
-                        out_row[c] = (int32_t)f;
-                        out_col[c] = j;
-                        out_val[c] = ent[e].val;
+                        const int64_t q = cursor[j]++;
+                        out_row[q] = (int32_t)f;
+                        out_val[q] = ent[e].val;
+                    } else {
+                        cursor[j]++;
                     }
                     c++;
                 }

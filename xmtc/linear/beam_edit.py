@@ -116,18 +116,21 @@ def node_columns(level: BeamLevel, nodes) -> sp.csc_matrix:
     slot = np.full(level.n_nodes, -1, dtype=np.int32)
     slot[nodes] = np.arange(nodes.size, dtype=np.int32)
     kern, args = native.lib(), _layout_args(level)
-    n = int(kern.xmtc_layout_columns(*args, ptr(slot, np.int32), None, None, None))
-    rows, cols, vals = np.empty(n, np.int32), np.empty(n, np.int32), np.empty(n, np.float32)
-    kern.xmtc_layout_columns(*args, ptr(slot, np.int32), ptr(rows, np.int32), ptr(cols, np.int32),
-                             ptr(vals, np.float32))
-    b = level.bias_w[nodes]
+    # csc straight from the layout: count each column's weights, then fill them in feature order (rows sorted)
+    per_node = np.zeros(nodes.size, dtype=np.int64)
+    kern.xmtc_layout_columns(*args, ptr(slot, np.int32), ptr(per_node, np.int64), None, None)
+    b = level.bias_w[nodes].astype(np.float32)
     has_b = np.flatnonzero(b)
-    rows = np.concatenate([rows, np.full(has_b.size, d, dtype=np.int32)])
-    cols = np.concatenate([cols, has_b.astype(np.int32)])
-    vals = np.concatenate([vals, b[has_b]]).astype(np.float32)
-    W = sp.csc_matrix((vals, (rows, cols)), shape=(d + 1, nodes.size), dtype=np.float32)
-    W.sort_indices()
-    return W
+    per_node[has_b] += 1  # the bias, row d, last in its column
+    indptr = np.zeros(nodes.size + 1, dtype=np.int64)
+    np.cumsum(per_node, out=indptr[1:])
+    indices, data = np.empty(int(indptr[-1]), np.int32), np.empty(int(indptr[-1]), np.float32)
+    cursor = indptr[:-1].copy()
+    kern.xmtc_layout_columns(*args, ptr(slot, np.int32), ptr(cursor, np.int64), ptr(indices, np.int32),
+                             ptr(data, np.float32))
+    indices[cursor[has_b]] = d
+    data[cursor[has_b]] = b[has_b]
+    return sp.csc_matrix((data, indices, indptr), shape=(d + 1, nodes.size))
 
 
 def merged(edits) -> tuple[np.ndarray, sp.csc_matrix | None]:
