@@ -37,6 +37,25 @@ def _random_level(rng, d, K, P, density):
     return W.astype(np.float32), parent_of
 
 
+# the hand case: two parents; nodes 0, 2 under parent 0, node 1 under parent 1; features 0..2, bias row 3
+HAND_W = np.array([[1, 2, 0],
+                   [0, 3, 4],
+                   [5, 0, 0],
+                   [0.5, 0, -1]], dtype=np.float32)
+HAND_PARENTS = np.array([0, 1, 0])
+
+
+def _hand_edit(node: int, col: sp.csc_matrix, dense_col) -> BeamLevel:
+    """The hand case's level with ``node``'s column replaced by ``col``, checked against the rebuild with the
+    column ``dense_col``; returns the edited level."""
+    level = BeamLevel.from_weights(sp.csc_matrix(HAND_W), HAND_PARENTS, 2)
+    out = replaced(level, [node], col)
+    edited = HAND_W.copy()
+    edited[:, node] = dense_col
+    _same(out, BeamLevel.from_weights(sp.csc_matrix(edited), HAND_PARENTS, 2))
+    return out
+
+
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), d=st.integers(1, 30), K=st.integers(1, 25), P=st.integers(1, 6),
        density=st.sampled_from([0.0, 0.1, 0.5, 1.0]), n_edit=st.integers(0, 25))
@@ -82,12 +101,7 @@ def test_grown_equals_a_rebuild_with_empty_features_and_nodes(seed, d, extra_d, 
 
 
 def test_a_hand_case():
-    # two parents; nodes 0, 2 under parent 0, node 1 under parent 1; features 0..2, bias row 3
-    W = np.array([[1, 2, 0],
-                  [0, 3, 4],
-                  [5, 0, 0],
-                  [0.5, 0, -1]], dtype=np.float32)
-    level = BeamLevel.from_weights(sp.csc_matrix(W), np.array([0, 1, 0]), 2)
+    level = BeamLevel.from_weights(sp.csc_matrix(HAND_W), HAND_PARENTS, 2)
     out = replaced(level, [2], sp.csc_matrix(np.array([[7], [0], [0], [0]], dtype=np.float32)))
     # feature 0: parent 0 -> node 0 (offset 0) 1.0, node 2 (offset 1) 7.0; parent 1 -> node 1 2.0
     assert out.seg.tolist() == [[0, 2], [1, 1], [1, 1], [0, 1]]
@@ -163,37 +177,19 @@ def test_merged_edits_equal_the_edits_one_after_another(seed, n_edits):
 
 
 def test_explicit_zeros_in_the_new_columns_are_no_weight_and_a_weight_of_one_is_kept():
-    # the hand case's level; node 0's new column stored with explicit zeros (feature 0, the bias) and a 1.0
-    W = np.array([[1, 2, 0],
-                  [0, 3, 4],
-                  [5, 0, 0],
-                  [0.5, 0, -1]], dtype=np.float32)
-    parent_of = np.array([0, 1, 0])
-    level = BeamLevel.from_weights(sp.csc_matrix(W), parent_of, 2)
+    # node 0's new column stored with explicit zeros (feature 0, the bias) and a 1.0
     col = sp.csc_matrix((np.array([0.0, 1.0, 0.0], np.float32), np.array([0, 2, 3]), np.array([0, 3])), shape=(4, 1))
     assert col.nnz == 3  # the zeros are stored entries
-    out = replaced(level, [0], col)
-    edited = W.copy()
-    edited[:, 0] = [0, 0, 1, 0]
-    _same(out, BeamLevel.from_weights(sp.csc_matrix(edited), parent_of, 2))
+    out = _hand_edit(0, col, [0, 0, 1, 0])
     # by hand: feature 0 keeps node 1's 2.0 only; feature 1 as before (node 2 under parent 0 first, then node 1);
     # feature 2 now holds node 0 (offset 0) at 1.0 instead of 5.0; no bias for node 0
     assert out.ent["val"].tolist() == [2.0, 4.0, 3.0, 1.0] and out.bias_w.tolist() == [0.0, 0.0, -1.0]
 
 
 def test_new_columns_with_duplicate_and_unsorted_entries_are_summed_and_left_as_given():
-    # the hand case's level; node 2's new column holds feature 1 twice (0.25 + 0.5), its entries out of order
-    W = np.array([[1, 2, 0],
-                  [0, 3, 4],
-                  [5, 0, 0],
-                  [0.5, 0, -1]], dtype=np.float32)
-    parent_of = np.array([0, 1, 0])
-    level = BeamLevel.from_weights(sp.csc_matrix(W), parent_of, 2)
+    # node 2's new column holds feature 1 twice (0.25 + 0.5), its entries out of order
     col = sp.csc_matrix((np.array([2.0, 0.25, 7.0, 0.5], np.float32), np.array([3, 1, 0, 1]), np.array([0, 4])),
                         shape=(4, 1))
     assert not col.has_canonical_format
-    out = replaced(level, [2], col)
-    edited = W.copy()
-    edited[:, 2] = [7, 0.75, 0, 2]
-    _same(out, BeamLevel.from_weights(sp.csc_matrix(edited), parent_of, 2))
+    _hand_edit(2, col, [7, 0.75, 0, 2])
     assert col.indices.tolist() == [3, 1, 0, 1] and col.data.tolist() == [2.0, 0.25, 7.0, 0.5]  # the caller's
