@@ -52,8 +52,8 @@ _SIGNATURES = {
     "xmtc_pava": [_p, _p, _p, _c_i64],
     "xmtc_char_fit": [_p, _p] + [_c_i64] * 5 + [_p, _p, _c_i64, _p, _p, _p, _c_int, _p, _p, _c_i64],
 }
-_VOID = {"xmtc_feature_major_fill", "xmtc_columns_fill", "xmtc_layout_edit", "xmtc_ngram_lookup", "xmtc_doc_term_freq", "xmtc_rows_bound",
-         "xmtc_rows_compact", "xmtc_char_fill", "xmtc_route_top_rows"}
+_VOID = {"xmtc_feature_major_fill", "xmtc_columns_fill", "xmtc_layout_edit", "xmtc_ngram_lookup", "xmtc_doc_term_freq",
+         "xmtc_rows_bound", "xmtc_rows_compact", "xmtc_char_fill", "xmtc_route_top_rows"}
 _RESTYPE = {"xmtc_char_ngram_ids": ctypes.c_int64, "xmtc_layout_columns": ctypes.c_int64, "xmtc_pava": ctypes.c_int64,
             "xmtc_char_fit": ctypes.c_int64}
 
