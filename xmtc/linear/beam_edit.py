@@ -4,7 +4,8 @@ A learn refits the handful of nodes its documents reach (three titles of a new s
 yso-finna-en's 24,772 nodes). Going through the csc weights for that (``to_weights``, replace the columns,
 ``from_weights``) converts every weight of every level twice, and the cost grows with the model, not with the
 learn. These functions work on the beam layout itself, each one pass of a C kernel over the level's entries
-(``xmtc_layout_edit`` / ``xmtc_layout_columns`` in ``xmtc/csrc/beam.c``), and give arrays equal, element for
+(``xmtc_layout_edit`` / ``xmtc_layout_columns`` in ``xmtc/csrc/beam.c``; ``xmtc_columns_fill`` lays the new
+columns out by feature first), and give arrays equal, element for
 element, to those :meth:`BeamLevel.from_weights` builds from the edited weights (tests/test_beam_edit.py), so
 predictions and saved files are the same either way. A three-title learn into yso-finna-en's 80% model: 10.2-10.9
 CPU s through csc, 4.6-6.3 s in place (benchmarks/RESULTS.md).
