@@ -174,8 +174,8 @@ TARGETS = [
     ("xmtc/features/ngram_trie.py", ["node_map", "lacking", "appended"],
      _VOCAB_TFIDF_TESTS, OPEN_OPS),
     # -- learn's in-place edit of the beam layout (637b4d8): the Python wrappers (the C kernels are not mutated) --
-    ("xmtc/linear/beam_edit.py", ["grown", "_moved", "widened", "_places", "_places_in", "_layout_args",
-                                  "node_columns", "merged", "replaced", "_edited"],
+    ("xmtc/linear/beam_edit.py", ["grown", "_moved", "widened", "_places", "_layout_args", "node_columns", "merged",
+                                  "replaced", "_edited"],
      ["tests/test_beam_edit.py", "tests/test_learn.py", "tests/test_learn_memory.py", "tests/test_vocab_growth_mutants.py",
       "-k", "test_beam_edit.py or (test_learn.py and (keep_their_weights or new_label or replay or widened))"
       " or (test_learn_memory.py and (whole_memory or remove_then_learn)) or pin_vocab_update"], OPEN_OPS),

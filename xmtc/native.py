@@ -33,7 +33,6 @@ _SIGNATURES = {
                         + [_p] * 4 + [_c_int],
     "xmtc_train_batch_warm": [_p] * 18 + [_c_dbl] * 4 + [_c_i64, _c_dbl, _c_i32, _c_i64, _c_i64, _p, _p, _c_i64]
                              + [_p] * 4 + [_p] * 3 + [_c_int, _c_i64, _c_int],
-    "xmtc_feature_major_fill": [_p, _p, _p, _c_i64, _p, _p, _c_i64, _p, _p, _p],
     "xmtc_kmeans_split_level": [_p, _p, _p, _c_i64] + [_p] * 6 + [_c_i64, _c_i64, _c_int, _c_int],
     "xmtc_layout_edit": [_c_i64] + [_p] * 14,
     "xmtc_columns_fill": [_p, _p, _p, _c_i64, _p, _c_i64] + [_p] * 6,
@@ -52,8 +51,8 @@ _SIGNATURES = {
     "xmtc_pava": [_p, _p, _p, _c_i64],
     "xmtc_char_fit": [_p, _p] + [_c_i64] * 5 + [_p, _p, _c_i64, _p, _p, _p, _c_int, _p, _p, _c_i64],
 }
-_VOID = {"xmtc_feature_major_fill", "xmtc_columns_fill", "xmtc_layout_edit", "xmtc_ngram_lookup", "xmtc_doc_term_freq",
-         "xmtc_rows_bound", "xmtc_rows_compact", "xmtc_char_fill", "xmtc_route_top_rows"}
+_VOID = {"xmtc_columns_fill", "xmtc_layout_edit", "xmtc_ngram_lookup", "xmtc_doc_term_freq", "xmtc_rows_bound",
+         "xmtc_rows_compact", "xmtc_char_fill", "xmtc_route_top_rows"}
 _RESTYPE = {"xmtc_char_ngram_ids": ctypes.c_int64, "xmtc_layout_columns": ctypes.c_int64, "xmtc_pava": ctypes.c_int64,
             "xmtc_char_fit": ctypes.c_int64}
 

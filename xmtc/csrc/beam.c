@@ -14,45 +14,11 @@ typedef struct {
 /* ---------------------------------------------------------------------------------------------- */
 /* layout: counting sort of the weights by (feature, parent, child) */
 
-XMTC_API void xmtc_feature_major_fill(const int64_t *indptr, const int32_t *indices, const float *data, int64_t d,
-                                      const int64_t *child_ptr, const int32_t *child_ids, int64_t n_par,
-                                      int64_t *cursor, entry_t *ent, int32_t *ent_par) {
-    for (int64_t p = 0; p < n_par; p++) { /* parents ascending, children ascending: rows come out sorted */
-        for (int64_t j = child_ptr[p]; j < child_ptr[p + 1]; j++) {
-            const int64_t col = child_ids[j];
-            for (int64_t e = indptr[col]; e < indptr[col + 1]; e++) {
-                const int64_t r = indices[e];
-                if (r < d && data[e] != 0.0f) {
-                    const int64_t q = cursor[r]++;
-                    ent[q].col = (int32_t)(j - child_ptr[p]);
-                    ent[q].val = data[e];
-                    ent_par[q] = (int32_t)p;
-                }
-            }
-        }
-    }
-}
-
-/* ---------------------------------------------------------------------------------------------- */
-/* layout edits (xmtc/linear/beam_edit.py): a few nodes' weights replaced in one pass over the entries */
-
-static inline void emit(int64_t p, entry_t x, int64_t *last_p, int32_t *out_seg, int64_t *so, entry_t *out_ent,
-                        int64_t *eo) {
-    if (p != *last_p) { /* a new (feature, parent) segment */
-        out_seg[2 * *so] = (int32_t)p;
-        out_seg[2 * *so + 1] = 0;
-        (*so)++;
-        *last_p = p;
-    }
-    out_seg[2 * (*so - 1) + 1]++;
-    out_ent[(*eo)++] = x;
-}
-
-/* The new weights of edited nodes, given as csc columns (rows 0..d-1 features, row d the bias; zeros are no
- * weight), as feature-major entries: with ent == NULL, cursor[r] counts row r's nonzero entries (r < d);
- * otherwise cursor[r] is where row r's next entry goes, and the columns are taken in `order` (the nodes'
- * (parent, offset) order), so each feature's entries come out in that order, with the parent in ent_par and the
- * bias of column j in bias[j] (a counting sort by feature, as xmtc_feature_major_fill for a whole level). */
+/* Weights given as csc columns (rows 0..d-1 features, row d the bias; zeros are no weight) as feature-major
+ * entries: with ent == NULL, cursor[r] counts row r's nonzero entries (r < d); otherwise cursor[r] is where row
+ * r's next entry goes, and the columns are taken in `order` (the nodes' (parent, offset) order), so each
+ * feature's entries come out in that order, with the parent in ent_par and the bias of column j in bias[j]. A
+ * whole level (BeamLevel.from_weights) and a learn's edited nodes (beam_edit.py) alike. */
 XMTC_API void xmtc_columns_fill(const int64_t *indptr, const int32_t *indices, const float *data, int64_t d,
                                 const int64_t *order, int64_t n, const int32_t *col_par, const int32_t *col_off,
                                 int64_t *cursor, entry_t *ent, int32_t *ent_par, float *bias) {
@@ -74,6 +40,21 @@ XMTC_API void xmtc_columns_fill(const int64_t *indptr, const int32_t *indices, c
             }
         }
     }
+}
+
+/* ---------------------------------------------------------------------------------------------- */
+/* layout edits (xmtc/linear/beam_edit.py): a few nodes' weights replaced in one pass over the entries */
+
+static inline void emit(int64_t p, entry_t x, int64_t *last_p, int32_t *out_seg, int64_t *so, entry_t *out_ent,
+                        int64_t *eo) {
+    if (p != *last_p) { /* a new (feature, parent) segment */
+        out_seg[2 * *so] = (int32_t)p;
+        out_seg[2 * *so + 1] = 0;
+        (*so)++;
+        *last_p = p;
+    }
+    out_seg[2 * (*so - 1) + 1]++;
+    out_ent[(*eo)++] = x;
 }
 
 /* The entries of the nodes flagged in `edited` dropped and the new entries merged in (feature f's are

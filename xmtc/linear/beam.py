@@ -40,39 +40,52 @@ _CODES = {name: i for i, name in enumerate(POST_PROCESSORS)}
 # layout
 
 
-def _bias_row(indptr, indices, data, d):
-    """Row d (the bias weights) of a csc matrix as a dense vector over its columns."""
-    out = np.zeros(indptr.shape[0] - 1, dtype=np.float32)
-    at = np.flatnonzero(indices == d)
-    out[np.searchsorted(indptr, at, side="right") - 1] = data[at]
-    return out
+def feature_sorted(indptr, indices, data, d, order, col_par, col_off):
+    """The nonzero weights of csc columns (rows ``0..d-1`` features, row ``d`` the bias; int64 ``indptr``, int32
+    ``indices``, float32 ``data``) sorted by feature, the columns taken in ``order`` (their (parent, offset)
+    order), each at parent ``col_par[j]`` and offset ``col_off[j]``: ``(starts, ent, ent_par, bias)``, feature
+    f's entries ``ent[starts[f]:starts[f + 1]]`` with their parents in ``ent_par``, and each column's bias. A counting
+    sort in C (``xmtc_columns_fill``), for a whole level (:meth:`BeamLevel.from_weights`) and for the nodes a learn
+    edits (:mod:`xmtc.linear.beam_edit`) alike."""
+    order = np.asarray(order, dtype=np.int64)
+    col_par, col_off = np.asarray(col_par, dtype=np.int32), np.asarray(col_off, dtype=np.int32)
+    args = (ptr(indptr, np.int64), ptr(indices, np.int32), ptr(data, np.float32), d, ptr(order, np.int64),
+            order.size, ptr(col_par, np.int32), ptr(col_off, np.int32))
+    kern = native.lib()
+    per_feature = np.zeros(d, dtype=np.int64)
+    kern.xmtc_columns_fill(*args, ptr(per_feature, np.int64), None, None, None)
+    starts = np.zeros(d + 1, dtype=np.int64)
+    np.cumsum(per_feature, out=starts[1:])
+    nnz = int(starts[d])
+    ent, ent_par = np.empty(nnz, dtype=ENTRY), np.empty(nnz, dtype=np.int32)
+    bias, cursor = np.zeros(indptr.shape[0] - 1, dtype=np.float32), starts[:d].copy()
+    kern.xmtc_columns_fill(*args, ptr(cursor, np.int64), ptr(ent, ENTRY), ptr(ent_par, np.int32), ptr(bias, np.float32))
+    return starts, ent, ent_par, bias
 
 
-def _feature_major(indptr, indices, data, d, child_ptr, child_ids):
-    """Counting sort of the weights by (feature, parent, child), then one segment per (feature, parent)."""
-    keep = (indices < d) & (data != 0)
-    ent_start = np.zeros(d + 1, dtype=np.int64)
-    np.cumsum(np.bincount(indices[keep], minlength=d), out=ent_start[1:])
-    nnz = int(ent_start[d])
-    ent = np.empty(nnz, dtype=ENTRY)
-    ent_par = np.empty(nnz, dtype=np.int32)
-    cursor = ent_start[:d].copy()
-    native.lib().xmtc_feature_major_fill(
-        ptr(indptr, np.int64), ptr(indices, np.int32), ptr(data, np.float32), d, ptr(child_ptr, np.int64),
-        ptr(child_ids, np.int32), child_ptr.shape[0] - 1, ptr(cursor, np.int64), ptr(ent, ENTRY),
-        ptr(ent_par, np.int32))
+def _segments(starts, ent_par, d):
+    """``(feat, seg)`` of feature-sorted entries: one segment per (feature, parent)."""
+    nnz = ent_par.shape[0]
     # a segment starts at each feature's first entry and wherever the parent changes within a feature
     first = np.zeros(nnz, dtype=bool)
-    first[ent_start[:d][np.diff(ent_start) > 0]] = True
+    first[starts[:d][np.diff(starts) > 0]] = True
     first[1:] |= ent_par[1:] != ent_par[:-1]
-    starts = np.flatnonzero(first)
-    seg = np.empty((starts.shape[0], 2), dtype=np.int32)
-    seg[:, 0] = ent_par[starts]
-    seg[:, 1] = np.diff(np.append(starts, nnz))
+    seg_starts = np.flatnonzero(first)
+    seg = np.empty((seg_starts.shape[0], 2), dtype=np.int32)
+    seg[:, 0] = ent_par[seg_starts]
+    seg[:, 1] = np.diff(np.append(seg_starts, nnz))
     feat = np.empty((d + 1, 2), dtype=np.int64)
-    feat[:, 0] = np.searchsorted(starts, ent_start)
-    feat[:, 1] = ent_start
-    return feat, seg, ent
+    feat[:, 0] = np.searchsorted(seg_starts, starts)
+    feat[:, 1] = starts
+    return feat, seg
+
+
+def places(parent_of: np.ndarray, child_ptr: np.ndarray, child_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per node: its parent and its offset among the parent's children (``child_ptr`` / ``child_ids``)."""
+    parent_of = np.asarray(parent_of, dtype=np.int64)
+    where = np.empty(parent_of.size, dtype=np.int64)
+    where[child_ids] = np.arange(parent_of.size)
+    return parent_of, where - child_ptr[parent_of]
 
 
 def children(parent_of: np.ndarray, n_parents: int) -> tuple[np.ndarray, np.ndarray]:
@@ -132,9 +145,12 @@ class BeamLevel:
         indices = W.indices.astype(np.int32, copy=False)
         data = W.data.astype(np.float32, copy=False)
         child_ptr, child_ids = children(parent_of, n_parents)
-        feat, seg, ent = _feature_major(indptr, indices, data, d, child_ptr, child_ids)
+        # parents ascending, children ascending: each feature's entries come out in (parent, offset) order
+        starts, ent, ent_par, bias_w = feature_sorted(indptr, indices, data, d, child_ids,
+                                                      *places(parent_of, child_ptr, child_ids))
+        feat, seg = _segments(starts, ent_par, d)
         return cls(n_features=d, bias=bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat, seg=seg, ent=ent,
-                   bias_w=_bias_row(indptr, indices, data, d))
+                   bias_w=bias_w)
 
     def pointers(self) -> tuple[int, ...]:
         """Addresses of ``child_ptr, child_ids, feat, seg, ent, bias_w`` for the beam kernel, checked once and kept

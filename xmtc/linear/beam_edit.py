@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from .. import native
 from ..errors import ConfigError
 from ..native import ptr
-from .beam import ENTRY, BeamLevel, children
+from .beam import ENTRY, BeamLevel, children, feature_sorted, places
 
 __all__ = ["grown", "merged", "node_columns", "replaced", "widened"]
 
@@ -34,48 +34,42 @@ def grown(level: BeamLevel, n_features: int, parent_of: np.ndarray, n_parents: i
     """``level`` over ``n_features >= level.n_features`` features (the new ones without weights) and the nodes
     ``parent_of`` names: the level's own nodes first, then new ones without weights (new labels, placed in the
     tree). The level itself when nothing grows. Where an own node moves to another parent (a label learned
-    again after ``labels remove`` is placed anew), its siblings' offsets change: the level is rebuilt."""
+    again after ``labels remove`` is placed anew), its siblings' offsets change (:func:`_moved`)."""
     parent_of = np.asarray(parent_of, dtype=np.int64)
     K_old, d_old, d = level.n_nodes, level.n_features, int(n_features)
     if d < d_old or parent_of.size < K_old or n_parents < level.n_parents:
         raise ValueError(f"cannot shrink a level of {d_old} features, {K_old} nodes, {level.n_parents} parents"
                          f" to {d}, {parent_of.size}, {n_parents}")
-    if not np.array_equal(parent_of[:K_old], level.parent_of):
-        return _moved(level, d, parent_of, n_parents)
-    if d == d_old and parent_of.size == K_old and n_parents == level.n_parents:
+    moves = not np.array_equal(parent_of[:K_old], level.parent_of)
+    if not moves and d == d_old and parent_of.size == K_old and n_parents == level.n_parents:
         return level
-    feat = level.feat
+    child_ptr, child_ids = children(parent_of, n_parents)
+    # without a move a new node's id is above every old one, so it comes after its parent's old children: old
+    # offsets hold
+    feat, seg, ent = _moved(level, parent_of, child_ptr, child_ids) if moves else (level.feat, level.seg, level.ent)
     if d > d_old:  # features past the old ones own no segment and no entry: copies of the closing row
-        feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
-    child_ptr, child_ids = children(parent_of, n_parents)
-    # a new node's id is above every old one, so it comes after its parent's old children: old offsets hold
-    bias_w = np.zeros(parent_of.size, dtype=np.float32)
-    bias_w[:K_old] = level.bias_w
-    return BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat,
-                     seg=level.seg, ent=level.ent, bias_w=bias_w)
-
-
-def _moved(level: BeamLevel, d: int, parent_of: np.ndarray, n_parents: int) -> BeamLevel:
-    """:func:`grown` for a tree whose own nodes changed parents (a label learned again after ``labels remove``, or
-    a label without documents placed by its first ones), in one pass over the level's entries instead of a
-    rebuild through the csc weights: the moved nodes' entries leave, every other entry's offset under its parent
-    is renumbered for the new sibling lists (a move does not change their order: a parent's children ascend by
-    id, so each segment stays sorted), and the moved nodes' weights join again under their new parents. Equal,
-    array for array, to the rebuild (tests/test_beam_edit.py), which took 3.5 CPU s for yso-finna-en's 24,810
-    leaves on the critical path of a learn of a fifth of it; three passes (strip, renumber, join) took 2.3 s
-    (benchmarks/RESULTS.md)."""
-    K_old, d_old = level.n_nodes, level.n_features
-    moved = np.flatnonzero(parent_of[:K_old] != level.parent_of)
-    child_ptr, child_ids = children(parent_of, n_parents)
-    new_parent, new_offset = _places_in(parent_of, child_ptr, child_ids)
-    feat, seg, ent, _ = _edited(level, moved, node_columns(level, moved), new_parent, new_offset,
-                                renumber=new_offset[:K_old].astype(np.int32))
-    if d > d_old:  # as in grown(): features past the old ones own no segment and no entry
         feat = np.concatenate([feat, np.repeat(feat[-1:], d - d_old, axis=0)])
     bias_w = np.zeros(parent_of.size, dtype=np.float32)
     bias_w[:K_old] = level.bias_w  # a moved node's too: a move keeps its weights
     return BeamLevel(n_features=d, bias=level.bias, child_ptr=child_ptr, child_ids=child_ids, feat=feat, seg=seg,
                      ent=ent, bias_w=bias_w)
+
+
+def _moved(level: BeamLevel, parent_of: np.ndarray, child_ptr: np.ndarray, child_ids: np.ndarray) -> tuple:
+    """The layout arrays ``(feat, seg, ent)`` of ``level``'s weights in the tree ``parent_of`` (sibling lists
+    ``child_ptr`` / ``child_ids``), where some of its own nodes changed parents (a label learned again after
+    ``labels remove``, or a label without documents placed by its first ones), in one pass over the level's
+    entries instead of a rebuild through the csc weights: the moved nodes' entries leave, every other entry's
+    offset under its parent is renumbered for the new sibling lists (a move does not change their order: a
+    parent's children ascend by id, so each segment stays sorted), and the moved nodes' weights join again under
+    their new parents. Equal, array for array, to the rebuild (tests/test_beam_edit.py), which took 3.5 CPU s for
+    yso-finna-en's 24,810 leaves on the critical path of a learn of a fifth of it (benchmarks/RESULTS.md)."""
+    K_old = level.n_nodes
+    moved = np.flatnonzero(parent_of[:K_old] != level.parent_of)
+    new_parent, new_offset = places(parent_of, child_ptr, child_ids)
+    feat, seg, ent, _ = _edited(level, moved, node_columns(level, moved), new_parent, new_offset,
+                                renumber=new_offset[:K_old].astype(np.int32))
+    return feat, seg, ent
 
 
 def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
@@ -93,15 +87,8 @@ def widened(W: sp.csc_matrix, d: int) -> sp.csc_matrix:
 
 
 def _places(level: BeamLevel) -> tuple[np.ndarray, np.ndarray]:
-    """Per node: its parent and its offset among the parent's children."""
-    return _places_in(level.parent_of.astype(np.int64), level.child_ptr, level.child_ids)
-
-
-def _places_in(parent_of: np.ndarray, child_ptr: np.ndarray, child_ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_places` of the tree ``parent_of`` whose sibling lists are ``child_ptr`` / ``child_ids``."""
-    where = np.empty(parent_of.size, dtype=np.int64)
-    where[child_ids] = np.arange(parent_of.size)
-    return parent_of, where - child_ptr[parent_of]
+    """Per node of ``level``: its parent and its offset among the parent's children."""
+    return places(level.parent_of, level.child_ptr, level.child_ids)
 
 
 def _layout_args(level: BeamLevel) -> tuple:
@@ -180,33 +167,23 @@ def _edited(level: BeamLevel, nodes: np.ndarray, W_cols: sp.csc_matrix, parent_o
         W_cols.sum_duplicates()
     edited = np.zeros(level.n_nodes, dtype=np.uint8)
     edited[nodes] = 1
-    # the new weights in the layout's order: feature, parent, offset under the parent -- the columns taken in
-    # (parent, offset) order, each entry appended to its feature's list (a counting sort in C: through scipy's
-    # csc -> csr and numpy gathers it took 1.6-2.5 s of yso-finna-en's leaves, 27 million weights)
+    # the new weights in the layout's order: feature, parent, offset under the parent (the columns taken in
+    # (parent, offset) order; through scipy's csc -> csr and numpy gathers this took 1.6-2.5 s of yso-finna-en's
+    # leaves, 27 million weights, against 0.84-1.28 s for the whole edit now)
     by_place = np.lexsort((offset[nodes], parent_of[nodes]))
-    # (every array the kernels read is bound to a name: an address outlives no temporary)
-    indptr, indices = W_cols.indptr.astype(np.int64), W_cols.indices.astype(np.int32, copy=False)
-    col_par, col_off = parent_of[nodes].astype(np.int32), offset[nodes].astype(np.int32)
-    fill_args = (ptr(indptr, np.int64), ptr(indices, np.int32), ptr(W_cols.data, np.float32), d,
-                 ptr(by_place, np.int64), nodes.size, ptr(col_par, np.int32), ptr(col_off, np.int32))
-    kern = native.lib()
-    per_feature = np.zeros(d, dtype=np.int64)
-    kern.xmtc_columns_fill(*fill_args, ptr(per_feature, np.int64), None, None, None)
-    new_ptr = np.zeros(d + 1, dtype=np.int64)
-    np.cumsum(per_feature, out=new_ptr[1:])
+    new_ptr, new_ent, new_p, new_bias = feature_sorted(W_cols.indptr.astype(np.int64),
+                                                       W_cols.indices.astype(np.int32, copy=False), W_cols.data, d,
+                                                       by_place, parent_of[nodes], offset[nodes])
     m = int(new_ptr[d])
-    new_p, new_ent = np.empty(m, dtype=np.int32), np.empty(m, dtype=ENTRY)
-    new_bias, cursor = np.zeros(nodes.size, dtype=np.float32), new_ptr[:d].copy()
-    kern.xmtc_columns_fill(*fill_args, ptr(cursor, np.int64), ptr(new_ent, ENTRY), ptr(new_p, np.int32),
-                           ptr(new_bias, np.float32))
     S, nnz = level.seg.shape[0], level.ent.shape[0]
     feat = np.empty((d + 1, 2), dtype=np.int64)
     seg = np.empty((S + m, 2), dtype=np.int32)
     ent = np.empty(nnz + m, dtype=ENTRY)
     counts = np.zeros(2, dtype=np.int64)
-    kern.xmtc_layout_edit(*_layout_args(level), ptr(edited, np.uint8), ptr(new_ptr, np.int64), ptr(new_p, np.int32),
-                          ptr(new_ent, ENTRY), ptr(feat, np.int64), ptr(seg, np.int32), ptr(ent, ENTRY),
-                          ptr(counts, np.int64), None if renumber is None else ptr(renumber, np.int32))
+    native.lib().xmtc_layout_edit(*_layout_args(level), ptr(edited, np.uint8), ptr(new_ptr, np.int64),
+                                  ptr(new_p, np.int32), ptr(new_ent, ENTRY), ptr(feat, np.int64), ptr(seg, np.int32),
+                                  ptr(ent, ENTRY), ptr(counts, np.int64),
+                                  None if renumber is None else ptr(renumber, np.int32))
     return feat, seg[:counts[0]], ent[:counts[1]], new_bias
 
 
