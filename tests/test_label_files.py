@@ -120,6 +120,26 @@ def test_train_names_the_label_file_its_line_and_the_expected_columns(files, tmp
     assert not (tmp_path / "m").exists()
 
 
+def test_a_label_file_without_names_or_texts_is_named_not_the_training_file(files, tmp_path, capsys):
+    """Reuters' own labels file (``name, n_train, n_test``) reads as ids without a text: the label-text route would
+    have nothing to learn from, and the error used to blame the training file."""
+    counts = put(tmp_path / "counts.tsv", "p1\t200\t70\np2\t200\t71\np3\t200\t69\n")
+    assert main(["train", str(files / "train.tsv"), "--label-file", str(counts), "-o", str(tmp_path / "m"),
+                 "-q"]) == 2
+    assert capsys.readouterr().err == (f"xmtc: error: {counts}: gives none of the 3 labels of the training data a"
+                                       " name or text (only ids, or ids and numbers): a label file is 'id, name[,"
+                                       " text]' or columns named by a '#' header line; leave --label-file out to"
+                                       " train without label texts\n")
+    empty = put(tmp_path / "empty.tsv", "")
+    assert main(["train", str(files / "train.tsv"), "--label-file", str(empty), "-o", str(tmp_path / "m"),
+                 "-q"]) == 2
+    assert capsys.readouterr().err == (f"xmtc: error: {empty}: holds no label: expected a line per label, 'id,"
+                                       " name[, text]' or columns named by a '#' header line\n")
+    assert main(["labels", "add", str(files / "m"), str(empty), "-q"]) == 2
+    assert f"xmtc: error: {empty}: holds no label" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()
+
+
 def test_labels_add_refuses_a_csv_header_and_leaves_the_model_alone(files, tmp_path, capsys):
     bad = put(tmp_path / "new.csv", "id,name\np9,castles\n")
     before = (files / "m" / "manifest.json").read_bytes()
@@ -148,6 +168,31 @@ def test_a_training_file_whose_labels_look_like_text_gets_a_warning(tmp_path, ca
         read_dataset(right)
         read_dataset(sample_path("train"))
     assert caplog.messages == []
+
+
+@pytest.mark.parametrize("header", ["labels\ttext", "Tags\tTitle", "label\tdocument"])
+def test_a_header_row_is_refused_at_its_line(tmp_path, header):
+    path = put(tmp_path / "with_header.tsv", f"{header}\np1\tsteam trains\n")
+    with pytest.raises(DataFormatError) as info:
+        read_dataset(path)
+    head, text = header.split("\t")
+    assert str(info.value) == (f"{path}:1: a header row ({head!r}, {text!r}), but the TSV layout has none: every"
+                               " line is 'label1,label2<TAB>text'; remove it (tail -n +2)")
+    # the same words further down are a document, and a first line that is not both header words reads as data
+    assert read_dataset(put(tmp_path / "later.tsv", f"p1\tsteam trains\n{header}\n")).label_lists()[1] == [head]
+    assert len(read_dataset(put(tmp_path / "label.tsv", "labels\tthe labels of jam jars\n"))) == 1
+
+
+def test_a_csv_file_is_named_as_csv(tmp_path):
+    path = put(tmp_path / "products.csv", 'labels,text\n"p1","steam trains"\n')
+    with pytest.raises(DataFormatError) as info:
+        read_dataset(path)
+    assert str(info.value) == (f"{path}:1: no labels found: this looks like CSV (commas, no tab); xmtc reads TSV"
+                               " 'label1,label2<TAB>text' or JSONL: convert it first (the tagging guide shows how)")
+    plain = put(tmp_path / "plain.txt", "steam trains\nbirds of finland\n")
+    with pytest.raises(DataFormatError) as info:
+        read_dataset(plain)
+    assert "no labels found: expected TSV" in str(info.value)
 
 
 def test_a_long_text_in_the_labels_column_is_named_as_such(tmp_path):

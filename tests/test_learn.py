@@ -280,6 +280,20 @@ def test_cli_learn_writes_elsewhere_and_adds_labels(files, tmp_path):
     assert m.labels_.index["fresh-label"] >= old.n_labels
 
 
+def test_cli_learn_of_new_labels_names_them_and_warns_of_nothing(files, tmp_path, capsys):
+    """New labels are what a learn is for: not the evaluation's warning that the file's labels are unknown to the
+    model (every metric 0), but one line naming them."""
+    rail = tmp_path / "railways.tsv"
+    rail.write_text("railways\tsteam trains of finland\nrailways\tthe railway age\nrailways\tnarrow gauge\n",
+                    encoding="utf-8")
+    assert main(["learn", str(files / "model"), str(rail), "-o", str(tmp_path / "m"), "--log-level", "INFO"]) == 0
+    err = capsys.readouterr().err
+    assert "every metric" not in err and "xmtc.commands.learn: 1 new label: railways\n" in err
+    assert main(["learn", str(files / "model"), str(rail), "-o", str(tmp_path / "m2"), "-q"]) == 0
+    assert capsys.readouterr().err == ""
+    assert xmtc.load(tmp_path / "m").labels_.names[-1] == "railways"
+
+
 def test_cli_learn_in_place_is_atomic_when_it_fails_midway(files, tmp_path, monkeypatch, capsys):
     import shutil
 

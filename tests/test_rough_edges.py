@@ -112,22 +112,59 @@ def test_rest_api_agrees_on_unreadable_text(model_dir):
             assert answer["results"] == [] and "no suggestion" in answer["warning"]
 
 
-def test_log_lines_do_not_run_into_progress_bars(files, tmp_path):
-    """`xmtc train --log-level INFO` with bars on: every log line starts a line of its own on stderr."""
+def _train_few(files, tmp_path, stderr):
     few = tmp_path / "few.txt"
     few.write_text("".join((files / "train.txt").read_text(encoding="utf-8").splitlines(True)[:400]), encoding="utf-8")
-    proc = subprocess.run([sys.executable, "-m", "xmtc", "train", str(few), "-o", str(tmp_path / "m"),
+    return subprocess.run([sys.executable, "-m", "xmtc", "train", str(few), "-o", str(tmp_path / "m"),
                            "--log-level", "INFO", "--max-leaf-size", "16", "--valid-size", "0"],
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr
-    assert "linear levels" in proc.stderr  # bars were drawn
+                          stdout=subprocess.DEVNULL, stderr=stderr, timeout=300)
+
+
+def test_log_lines_do_not_run_into_progress_bars(files, tmp_path):
+    """`xmtc train --log-level INFO` on a terminal, bars on: every log line starts a line of its own on stderr."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a bar needs columns to draw in
+    try:
+        proc = _train_few(files, tmp_path, follower)
+        os.close(follower)
+        chunks = []
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # the terminal's other end is closed: all of it read
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(leader)
+    stderr = b"".join(chunks).decode("utf-8", "replace")
+    assert proc.returncode == 0, stderr
+    assert "linear levels" in stderr  # bars were drawn
     stamp = re.compile(r"\d\d:\d\d:\d\d xmtc")
     logged = 0
-    for segment in re.split(r"[\r\n]", proc.stderr):
+    for segment in re.split(r"[\r\n]", stderr):
         for match in stamp.finditer(segment):
             assert match.start() == 0, f"a log line inside a bar's line: {segment!r}"
             logged += 1
     assert logged >= 5
+
+
+def test_a_log_file_gets_log_lines_and_no_bars(files, tmp_path):
+    """stderr to a file (a pipe, a CI log): the command draws no bar, whose redraws would fill it with carriage
+    returns; the log lines are all there."""
+    log_file = tmp_path / "train.log"
+    with open(log_file, "wb") as fh:
+        assert _train_few(files, tmp_path, fh).returncode == 0
+    text = log_file.read_text(encoding="utf-8")
+    assert "\r" not in text and "linear levels" not in text
+    assert "saved xr-linear model" in text and text.count("\n") >= 5
 
 
 def test_train_on_a_handful_of_documents_says_the_scores_are_raw(files, tmp_path, capsys):
@@ -219,6 +256,26 @@ def test_an_empty_input_predicts_nothing(model_dir, tmp_path, capsys):
     assert idx.shape == scores.shape == (0, 3)
 
 
+def test_an_empty_file_is_not_evaluated_calibrated_or_split(model_dir, tmp_path, capsys):
+    """Every metric of an empty test file would read 0 and look like a result; a split would write two empty files."""
+    empty = tmp_path / "empty.tsv"
+    empty.write_text("", encoding="utf-8")
+    assert main(["evaluate", str(model_dir), str(empty), "-q"]) == 2
+    assert one_line_error(capsys) == f"xmtc: error: {empty}: is empty: no documents to evaluate on"
+    assert main(["calibrate", str(model_dir), str(empty), "-q"]) == 2
+    assert one_line_error(capsys) == f"xmtc: error: {empty}: is empty: no documents to calibrate on"
+    assert main(["split", str(empty), "--valid", "0.1", "-o", str(tmp_path / "part"), "-q"]) == 2
+    assert one_line_error(capsys) == f"xmtc: error: {empty}: is empty: no documents to split"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty.tsv"]
+
+
+def test_a_bad_flag_value_names_the_flag(files, tmp_path, capsys):
+    assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m"), "--n-trees", "abc", "-q"]) == 2
+    assert one_line_error(capsys) == "xmtc: error: command line: --n-trees expects int, got 'abc'"
+    assert main(["train", str(files / "train.txt"), "-o", str(tmp_path / "m"), "--beam-size", "0", "-q"]) == 2
+    assert one_line_error(capsys) == "xmtc: error: command line: --beam-size must be >= 1, got 0"
+
+
 def test_a_title_given_for_a_file_says_how_to_give_a_text(model_dir, capsys):
     assert main(["predict", str(model_dir), "history of finland", "-q"]) == 2
     assert "echo 'TEXT' | xmtc predict MODEL -" in one_line_error(capsys)
@@ -283,3 +340,11 @@ def test_xmtc_alone_lists_the_commands(capsys):
     err = capsys.readouterr().err
     assert "the following arguments are required" not in err
     assert all(f"    {command} " in err for command in ("train", "predict", "evaluate", "demo"))
+
+
+def test_the_metrics_table_prints_counts_as_counts(capsys):
+    from xmtc.cli import _print_metrics
+
+    _print_metrics({"P@1": 30.7812, "docs_unseen": 93.0, "labels_unseen": 86.0}, as_json=False)
+    assert capsys.readouterr().out.splitlines() == ["         P@1    30.78", " docs_unseen       93",
+                                                    "labels_unseen       86"]

@@ -357,12 +357,33 @@ def test_an_ensemble_is_one_project(model_dir, tmp_path):
         assert batch == [{"document_id": "d", "results": got}]
 
 
+def test_a_port_in_use_is_one_line_before_serving(model_dir, capsys):
+    """A taken port: one line naming it, and no "serving ..." first (uvicorn's own failure came after it)."""
+    import logging
+    import socket
+
+    from xmtc.cli import main
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        try:
+            assert main(["serve", str(model_dir), "--host", "127.0.0.1", "--port", str(port)]) == 2
+        finally:
+            root.handlers[:], root.level = handlers, level
+    err = capsys.readouterr().err
+    assert err.endswith(f"xmtc: error: port {port} on 127.0.0.1 is in use (another server?); choose another with"
+                        " --port\n") and "serving" not in err
+
+
 @pytest.mark.parametrize("args,msg", [(["/nonexistent/model"], "model folder not found"),
                                       (["--ensemble", "e=/a"], "two or more folders"),
                                       (["--ensemble", "e=/nonexistent/a,/nonexistent/b"], "model folder not found"),
                                       (["--name", "bad"], "ID=MODEL_DIR"),
-                                      (["--port", "99999", "x"], "'port' must be <= 65535"),
-                                      (["--batch-size", "0", "x"], "'batch_size' must be >= 1")])
+                                      (["--port", "99999", "x"], "--port must be <= 65535"),
+                                      (["--batch-size", "0", "x"], "--batch-size must be >= 1")])
 def test_cli_errors_are_one_line(args, msg, capsys):
     import logging
     from xmtc.cli import main

@@ -29,6 +29,7 @@ from .errors import ConfigError, DataFormatError, SetupError, XmtcError
 log = logging.getLogger("xmtc")
 
 METRIC_KEYS = ("P@1", "P@3", "P@5", "R@5", "nDCG@5", "PSP@5")
+COUNT_KEYS = ("docs_unseen", "labels_unseen")  # xmtc.open_metrics: documents and labels, not percentages
 
 
 def _setup_logging(args: argparse.Namespace) -> None:
@@ -59,6 +60,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         raise DataFormatError(train_name, None, "is empty: no documents to train on")
     if ds.Y.nnz == 0:  # e.g. an `xmtc select` file nobody has annotated yet
         raise DataFormatError(train_name, None, "no document has a label; nothing to train on")
+    if args.label_file:
+        _check_label_texts(args.label_file, ds)
     model = cls(**config_to_dict(cfg))
     fit_kw = {}
     if cls.supports_checkpoints:
@@ -91,6 +94,24 @@ def cmd_train(args: argparse.Namespace) -> int:
     if notice:
         log.warning(notice)
     return 0
+
+
+def _check_label_texts(label_file: str, ds) -> None:
+    """A label file must name or describe the labels the training data carries: the label-text route fits its
+    cosine -> probability map on those (:mod:`xmtc.models.label_route`); without one it has nothing to learn
+    from, and the file would be blamed as the training file's fault. The label layouts of
+    :func:`~xmtc.data.labels.read_label_file` read ids with numbers only (Reuters' ``name, n_train, n_test``)
+    as ids without a text."""
+    import numpy as np
+
+    texts = ds.labels.texts
+    counts = np.asarray(ds.Y.getnnz(axis=0))
+    if texts is None or any(texts[j] and texts[j].strip() for j in np.flatnonzero(counts).tolist()):
+        return
+    raise DataFormatError(_input_name(label_file), None,
+                          f"gives none of the {np.count_nonzero(counts)} labels of the training data a name or text"
+                          " (only ids, or ids and numbers): a label file is 'id, name[, text]' or columns named by a"
+                          " '#' header line; leave --label-file out to train without label texts")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -142,6 +163,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.raw_scores:
         model.calibration_ = None
     ds = read_dataset(args.test_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
+    if len(ds) == 0:  # every metric would read 0 and look like a result
+        raise DataFormatError(_input_name(args.test_file), None, "is empty: no documents to evaluate on")
     unseen = read_unseen_ids(args.unseen_labels) if args.unseen_labels else None
     # every depth the metrics read (k; 10 and the zero-shot depth for the open-set ones) in one pass over the
     # texts, each the top-k its own predict_topk call gives: a deeper calibrated top-k cut down is not one
@@ -180,8 +203,8 @@ def _print_metrics(metrics: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps({k: round(float(v), 4) for k, v in metrics.items()}))
     else:
-        for key, val in metrics.items():
-            print(f"{key:>12s}  {val:7.2f}")
+        for key, val in metrics.items():  # the open-set counts as counts, every other metric a percentage
+            print(f"{key:>12s}  {int(val):7d}" if key in COUNT_KEYS else f"{key:>12s}  {val:7.2f}")
 
 
 def cmd_encode(args: argparse.Namespace) -> int:
@@ -254,9 +277,11 @@ def entry() -> NoReturn:
     0.1 s with ``os._exit`` (load 11). Where a library's exit handlers still have work (Ray stops the local cluster it
     started; a torch process group leaves), the normal exit runs. Before :func:`main`, numpy's submodules that no
     command uses are deferred (:mod:`xmtc.startup`: 0.17 s of every command's start)."""
+    from .progress import bars_on_terminals_only
     from .startup import defer_unused_imports
 
     defer_unused_imports()
+    bars_on_terminals_only()  # a log file or a pipe gets the log lines, not a bar's redraws
     rc = main()
     if "ray" in sys.modules or "torch.distributed" in sys.modules:
         sys.exit(rc)

@@ -52,10 +52,12 @@ def _coerce(cls: type, field: dataclasses.Field, value: Any, source: str) -> Any
     """Convert ``value`` to the field's type and check its range; raise ConfigError naming ``source``."""
     tp, optional = _field_type(cls, field)
     name = field.name
+    # on the command line a parameter is its flag (--n-trees), in a JSON config or the API its name ('n_trees')
+    shown = f"--{name.replace('_', '-')}" if source == "command line" else f"'{name}'"
     if value is None:
         if optional:
             return None
-        raise ConfigError(f"{source}: '{name}' must not be null")
+        raise ConfigError(f"{source}: {shown} must not be null")
     try:
         if tp is bool:
             if isinstance(value, str):
@@ -86,18 +88,18 @@ def _coerce(cls: type, field: dataclasses.Field, value: Any, source: str) -> Any
             if not isinstance(value, str):
                 raise ValueError(value)
     except (TypeError, ValueError):
-        raise ConfigError(f"{source}: '{name}' expects {tp.__name__}"
+        raise ConfigError(f"{source}: {shown} expects {tp.__name__}"
                           f"{' or null' if optional else ''}, got {value!r}") from None
     meta = field.metadata
     if meta.get("choices") and value not in meta["choices"]:
-        raise ConfigError(f"{source}: '{name}' must be one of {', '.join(map(str, meta['choices']))};"
+        raise ConfigError(f"{source}: {shown} must be one of {', '.join(map(str, meta['choices']))};"
                           f" got {value!r}")
     lo, hi = meta.get("minimum"), meta.get("maximum")
     if lo is not None and (value < lo or (meta.get("exclusive_minimum") and value == lo)):
         op = ">" if meta.get("exclusive_minimum") else ">="
-        raise ConfigError(f"{source}: '{name}' must be {op} {lo}, got {value!r}")
+        raise ConfigError(f"{source}: {shown} must be {op} {lo}, got {value!r}")
     if hi is not None and value > hi:
-        raise ConfigError(f"{source}: '{name}' must be <= {hi}, got {value!r}")
+        raise ConfigError(f"{source}: {shown} must be <= {hi}, got {value!r}")
     return value
 
 

@@ -47,16 +47,34 @@ class _Shared(_Silent):
         self.bar.set_postfix(*args, **kwargs)
 
 
+_TERMINALS_ONLY = False  # set by the command line: no bars where stderr is a file or a pipe
+
+
+def bars_on_terminals_only() -> None:
+    """Draw bars only where stderr is a terminal (the ``xmtc`` command): a bar redrawn with carriage returns
+    turns a log file or a CI log into one line per redraw. The library keeps drawing them (a notebook's
+    stderr is no terminal, and its bars are widgets)."""
+    global _TERMINALS_ONLY
+    _TERMINALS_ONLY = True
+
+
 def progress_bar(enabled, **kwargs):
     """A tqdm bar (``kwargs`` go to tqdm) when ``enabled`` is true, else a do-nothing stand-in; ``enabled`` may be
     an open bar instead, which the caller then advances without closing it (``kwargs`` are ignored)."""
     if hasattr(enabled, "update"):
         return _Shared(enabled)
-    if not enabled:
+    if not enabled or (_TERMINALS_ONLY and not _is_terminal(sys.stderr)):
         return _Silent()
     from tqdm.auto import tqdm
 
     return tqdm(dynamic_ncols=True, **kwargs)
+
+
+def _is_terminal(stream) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
 
 
 class BarAwareHandler(logging.StreamHandler):

@@ -38,7 +38,7 @@ def add_parser(sub, common) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from ..data import read_dataset
-    from ..errors import ConfigError
+    from ..errors import ConfigError, DataFormatError
     from ..models import load
     from ..models.calibration import calibrate
 
@@ -46,6 +46,9 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("-k, --bands and --min-support must be positive integers")
     model = load(args.model_dir)
     ds = read_dataset(args.valid_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
+    if len(ds) == 0 or ds.Y.nnz == 0:
+        raise DataFormatError(args.valid_file, None, "is empty: no documents to calibrate on" if len(ds) == 0 else
+                              "no document has a label: the score maps are fitted on labelled documents")
     model.calibration_ = None
     before = model.evaluate(ds.inputs, ds.Y, ks=(1, 5), progress=not args.quiet)
     cal = calibrate(model, ds.inputs, ds.Y, method=args.method, n_bands=args.bands, k=args.k,

@@ -65,9 +65,13 @@ def run(args: argparse.Namespace) -> int:
     check_target(output)
     n_before = model.n_labels
     ds = read_datasets(args.files, fmt=args.fmt, labels=model.labels_, unknown_labels="extend",
-                       label_file=args.label_file)
+                       label_file=args.label_file, warn_unknown=False)  # new labels are what a learn is for
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(ds.path, None, "no labelled document; nothing to learn")
+    new = ds.labels.names[n_before:]
+    if new:
+        log.info("%d new label%s: %s%s", len(new), "s" * (len(new) > 1), ", ".join(new[:10]),
+                 f" and {len(new) - 10} more" if len(new) > 10 else "")
     model.learn(ds.inputs, ds.Y, labels=ds.labels, anchor=args.anchor, new_words=not args.keep_vocabulary,
                 sampled_replay=args.sampled_replay, few_shot=False if args.few_shot == "off" else args.few_shot,
                 progress=not args.quiet)

@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     from ..data.dataset import read_raw
     from ..data.io import format_from_name, guess_format, is_stdio, open_source
     from ..data.split import split_indices
-    from ..errors import ConfigError
+    from ..errors import ConfigError, DataFormatError
 
     if is_stdio(args.file):
         raise ConfigError("split reads a file, not standard input: it reads the file twice (check, then copy)")
@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"{args.file}: no labels found; split needs labelled data (TSV, JSONL, XC or npz)")
     raw = read_raw(args.file, fmt)  # the whole file is checked before anything is written
     n = raw.X.shape[0] if raw.texts is None else len(raw.texts)
+    if n == 0:
+        raise DataFormatError(args.file, None, "is empty: no documents to split")
     train_rows, valid_rows = split_indices(n, args.valid, args.seed)
     default_train, default_valid = output_names(args.file, gzipped and fmt != "npz", args.output)
     train_out, valid_out = args.train_out or default_train, args.valid_out or default_valid

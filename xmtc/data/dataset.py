@@ -114,6 +114,11 @@ def _read_source(path, fmt: str | None, need_labels: bool) -> formats.RawDocumen
         if fmt == "npz":
             return formats.read_npz(src, need_labels=need_labels)
         if need_labels:
+            first = next((line for _, line in src.peek_lines(1)), "")
+            if "," in first and "\t" not in first:
+                raise DataFormatError(src, 1, "no labels found: this looks like CSV (commas, no tab); xmtc reads TSV"
+                                              " 'label1,label2<TAB>text' or JSONL: convert it first (the tagging"
+                                              " guide shows how)")
             raise DataFormatError(src, 1, "no labels found: expected TSV 'label1,label2<TAB>text', JSONL,"
                                           " Extreme Classification format or .npz (use --format to say which)")
         return formats.read_text_lines(src)
@@ -121,17 +126,19 @@ def _read_source(path, fmt: str | None, need_labels: bool) -> formats.RawDocumen
 
 def read_dataset(path: str | os.PathLike, fmt: str | None = None, *, labels: LabelVocab | None = None,
                  unknown_labels: str = "error", label_file: str | os.PathLike | None = None,
-                 all_file_labels: bool = False) -> Dataset:
+                 all_file_labels: bool = False, warn_unknown: bool = True) -> Dataset:
     """Read a labelled data file: TSV, JSONL, XC sparse format or PECOS npz (gzip read transparently).
 
     ``labels`` maps label names to columns (a model's vocabulary); without it the vocabulary is built
     from the file. ``label_file`` adds display names and label texts (e.g. yso-finna-en's labels.txt.gz);
     ``all_file_labels`` also adds its labels that no document carries, as empty columns (open label sets).
+    ``warn_unknown``: with ``"extend"``, say how many label occurrences the model cannot predict (an evaluation's
+    misses); ``False`` where new labels are the point (``xmtc learn``).
     """
     if unknown_labels not in UNKNOWN_LABELS:
         raise DataFormatError(path, None, f"unknown_labels must be one of {', '.join(UNKNOWN_LABELS)}")
     raw = read_raw(path, fmt)
-    Y, vocab = _label_columns(raw, path, labels, unknown_labels)
+    Y, vocab = _label_columns(raw, path, labels, unknown_labels, warn_unknown)
     if label_file is not None:
         vocab = vocab.with_label_file(label_file, all_labels=all_file_labels)
     return Dataset(raw.texts, raw.X, _widened(Y, len(vocab)), vocab, str(path))
@@ -148,7 +155,7 @@ def _widened(Y: sp.csr_matrix, n_labels: int) -> sp.csr_matrix:
 
 def read_datasets(paths: Sequence[str | os.PathLike], fmt: str | None = None, *, labels: LabelVocab | None = None,
                   unknown_labels: str = "error", label_file: str | os.PathLike | None = None,
-                  all_file_labels: bool = False) -> Dataset:
+                  all_file_labels: bool = False, warn_unknown: bool = True) -> Dataset:
     """Several labelled files, in any mix of supported formats, as one :class:`Dataset` (rows in file order).
 
     Texts join texts and feature rows join feature rows of the same width; anything else is refused in one
@@ -161,7 +168,7 @@ def read_datasets(paths: Sequence[str | os.PathLike], fmt: str | None = None, *,
         raise DataFormatError(None, None, "no input files given")
     if len(paths) == 1:
         return read_dataset(paths[0], fmt, labels=labels, unknown_labels=unknown_labels, label_file=label_file,
-                            all_file_labels=all_file_labels)
+                            all_file_labels=all_file_labels, warn_unknown=warn_unknown)
     if unknown_labels not in UNKNOWN_LABELS:
         raise DataFormatError(paths[0], None, f"unknown_labels must be one of {', '.join(UNKNOWN_LABELS)}")
     raws = [read_raw(p, fmt) for p in paths]
@@ -185,7 +192,7 @@ def read_datasets(paths: Sequence[str | os.PathLike], fmt: str | None = None, *,
             labels = LabelVocab(sorted({name for r in raws for row in r.labels for name in row}))
     parts = []
     for p, raw in zip(paths, raws):
-        Y, labels = _label_columns(raw, p, labels, unknown_labels)
+        Y, labels = _label_columns(raw, p, labels, unknown_labels, warn_unknown)
         parts.append(Y)
     for Y in parts:
         Y.resize(Y.shape[0], len(labels))
@@ -197,8 +204,8 @@ def read_datasets(paths: Sequence[str | os.PathLike], fmt: str | None = None, *,
                    ", ".join(str(p) for p in paths))
 
 
-def _label_columns(raw: formats.RawDocuments, path, labels: LabelVocab | None, unknown_labels: str
-                   ) -> tuple[sp.csr_matrix, LabelVocab]:
+def _label_columns(raw: formats.RawDocuments, path, labels: LabelVocab | None, unknown_labels: str,
+                   warn_unknown: bool = True) -> tuple[sp.csr_matrix, LabelVocab]:
     """A parsed file's label matrix and vocabulary (see :func:`read_dataset`)."""
     if raw.Y is not None:  # npz: labels are already columns
         Y = raw.Y
@@ -221,7 +228,7 @@ def _label_columns(raw: formats.RawDocuments, path, labels: LabelVocab | None, u
             # XC ids are column numbers: keep them (numeric order, unused ids included), as npz does
             labels = LabelVocab([str(j) for j in range(raw.n_labels)])
         Y, vocab = label_matrix(raw.labels, labels, unknown_labels=unknown_labels, path=path, lines=raw.lines)
-    if labels is not None and unknown_labels == "extend" and len(vocab) > len(labels):
+    if warn_unknown and labels is not None and unknown_labels == "extend" and len(vocab) > len(labels):
         _warn_unknown(path, Y, len(labels))
     return Y, vocab
 

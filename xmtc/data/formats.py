@@ -65,6 +65,13 @@ def _split_labels(path, lineno: int, field: str) -> list[str]:
 
 
 # -- TSV: label1,label2<TAB>text ------------------------------------------------------------------
+# a first line whose columns are both named like these is a header row, not a document labelled "labels"
+HEADER_LABELS = frozenset({"label", "labels", "tag", "tags", "subject", "subjects", "category", "categories",
+                           "class", "classes", "target", "targets", "y"})
+HEADER_TEXTS = frozenset({"text", "texts", "title", "titles", "document", "documents", "doc", "content", "body",
+                          "description", "input", "sentence", "x"})
+
+
 def read_tsv(path) -> RawDocuments:
     texts, labels, lines = [], [], []
     for lineno, line in iter_lines(path):
@@ -72,6 +79,10 @@ def read_tsv(path) -> RawDocuments:
         if not sep:
             problem = "blank line" if not line.strip() else "no tab found"
             raise DataFormatError(path, lineno, f"{problem}; expected 'label1,label2<TAB>text'")
+        if not lines and head.strip().lower() in HEADER_LABELS and text.strip().lower() in HEADER_TEXTS:
+            raise DataFormatError(path, lineno, f"a header row ({head.strip()!r}, {text.strip()!r}), but the TSV"
+                                                " layout has none: every line is 'label1,label2<TAB>text'; remove"
+                                                " it (tail -n +2)")
         labels.append(_split_labels(path, lineno, head))
         texts.append(text)
         lines.append(lineno)

@@ -163,6 +163,9 @@ def read_label_file(path: str | os.PathLike, ids: Sequence[str] | None = None) -
                 header = [h.strip().lower() for h in line[1:].split("\t")]
             continue
         rows.append((lineno, line.split("\t")))
+    if not rows:
+        raise DataFormatError(path, None, "holds no label: expected a line per label, 'id, name[, text]' or"
+                                          " columns named by a '#' header line")
     if header is None:
         check_rows(path, rows, ids)  # a CSV, a header without '#', swapped columns: refused at their line
     out: dict[str, tuple[str, str]] = {}

@@ -44,6 +44,27 @@ def _config_class():
     return ServeConfig
 
 
+def _check_port_free(host: str, port: int) -> None:
+    """A taken port in one line, before the log says "serving" (uvicorn would log that it serves, then fail
+    with its own traceback-free error and exit 3). Binds and closes a socket as uvicorn binds its own
+    (``SO_REUSEADDR``), so a port left in TIME_WAIT by a server just stopped counts as free."""
+    import errno
+    import socket
+
+    if port == 0:  # the system picks a free one
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ConfigError(f"port {port} on {host} is in use (another server?); choose another with"
+                                  " --port") from None
+            raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import uvicorn  # noqa: F401
@@ -73,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
     for spec in specs.values():
         for folder in [spec] if isinstance(spec, str) else spec:
             ModelReader(folder)  # missing/corrupt folder or foreign format: one-line error before binding
+    _check_port_free(cfg.host, cfg.port)
     level = "warning" if args.quiet else (args.log_level or "info").lower()
     common = dict(host=cfg.host, port=cfg.port, log_level=level, access_log=False,
                   timeout_graceful_shutdown=30)

@@ -67,9 +67,9 @@ class XRLinearConfig(LinearTreeParams):
     memory_rows: int = param(50000, "Training rows kept (a seeded sample; all of a smaller training set) as the"
                              " negatives of labels that `learn` meets without a ranker: fitted on their new"
                              " documents alone they say yes to every text near them (three titles of a new"
-                             " label made it the top-1 of 3,420 of 5,000 test titles). ~15 MB for 50,000 titles,"
-                             " and their texts (each cut to 1,000 characters: the model folder holds them"
-                             " verbatim), ~3 MB; 0 keeps none.", minimum=0)
+                             " label made it the top-1 of 3,437 of 5,000 test titles). Kept with their texts"
+                             " (each cut to 1,000 characters: the model folder holds them verbatim; ~3 MB for"
+                             " 50,000 titles); 0 keeps none.", minimum=0)
 
     #: ``xmtc tune``'s default search space (``--param`` syntax, :mod:`xmtc.tuning.space`): the loss weights,
     #: the n-grams and their document frequency, the tree's leaves, beam, number of trees, weight pruning and
