@@ -104,6 +104,20 @@ def test_bad_input_is_a_one_line_error(train_file, tmp_path, capsys, args, messa
     assert not (tmp_path / "best.json").exists()
 
 
+def test_a_label_file_without_names_or_texts_is_named(train_file, tmp_path, capsys):
+    """As train: the label file is named, not blamed on the training file after the defaults' fit."""
+    counts = tmp_path / "counts.tsv"
+    with gzip.open(train_file, "rt", encoding="utf-8") as fh:
+        ids = sorted({label for line in fh for label in line.split("\t", 1)[0].split(",")})
+    counts.write_text("".join(f"{label}\t12\t3\n" for label in ids), encoding="utf-8")
+    assert _tune(train_file, tmp_path / "best.json", "--trials", "1", "--label-file", str(counts)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"xmtc: error: {counts}: gives none of the {len(ids)} labels of the training data a name or"
+                   " text (only ids, or ids and numbers): a label file is 'id, name[, text]' or columns named by a"
+                   " '#' header line; leave --label-file out to train without label texts")
+    assert not (tmp_path / "best.json").exists()
+
+
 def test_a_length_is_required(train_file, tmp_path, capsys):
     assert _tune(train_file, tmp_path / "best.json") == 2
     assert "--trials N, --time-budget" in capsys.readouterr().err

@@ -20,7 +20,7 @@ import time
 from typing import NoReturn, Sequence
 
 from .cli_parser import build_parser, read_method, tool_commands
-from .commands.parsing import input_name as _input_name
+from .commands.parsing import check_label_texts, input_name as _input_name
 from .commands.parsing import method_config_file as _method_config_file
 from .commands.parsing import parse_strictly
 from .config import config_from_args, config_to_dict
@@ -61,7 +61,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if ds.Y.nnz == 0:  # e.g. an `xmtc select` file nobody has annotated yet
         raise DataFormatError(train_name, None, "no document has a label; nothing to train on")
     if args.label_file:
-        _check_label_texts(args.label_file, ds)
+        check_label_texts(args.label_file, ds)
     model = cls(**config_to_dict(cfg))
     fit_kw = {}
     if cls.supports_checkpoints:
@@ -94,24 +94,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     if notice:
         log.warning(notice)
     return 0
-
-
-def _check_label_texts(label_file: str, ds) -> None:
-    """A label file must name or describe the labels the training data carries: the label-text route fits its
-    cosine -> probability map on those (:mod:`xmtc.models.label_route`); without one it has nothing to learn
-    from, and the file would be blamed as the training file's fault. The label layouts of
-    :func:`~xmtc.data.labels.read_label_file` read ids with numbers only (Reuters' ``name, n_train, n_test``)
-    as ids without a text."""
-    import numpy as np
-
-    texts = ds.labels.texts
-    counts = np.asarray(ds.Y.getnnz(axis=0))
-    if texts is None or any(texts[j] and texts[j].strip() for j in np.flatnonzero(counts).tolist()):
-        return
-    raise DataFormatError(_input_name(label_file), None,
-                          f"gives none of the {np.count_nonzero(counts)} labels of the training data a name or text"
-                          " (only ids, or ids and numbers): a label file is 'id, name[, text]' or columns named by a"
-                          " '#' header line; leave --label-file out to train without label texts")
 
 
 def cmd_predict(args: argparse.Namespace) -> int:

@@ -41,13 +41,15 @@ def run(args: argparse.Namespace) -> int:
     from ..errors import ConfigError, DataFormatError
     from ..models import load
     from ..models.calibration import calibrate
+    from .parsing import input_name
 
     if args.k < 1 or args.bands < 1 or args.min_support < 1:
         raise ConfigError("-k, --bands and --min-support must be positive integers")
     model = load(args.model_dir)
     ds = read_dataset(args.valid_file, fmt=args.fmt, labels=model.labels_, unknown_labels="extend")
     if len(ds) == 0 or ds.Y.nnz == 0:
-        raise DataFormatError(args.valid_file, None, "is empty: no documents to calibrate on" if len(ds) == 0 else
+        raise DataFormatError(input_name(args.valid_file), None, "is empty: no documents to calibrate on"
+                              if len(ds) == 0 else
                               "no document has a label: the score maps are fitted on labelled documents")
     model.calibration_ = None
     before = model.evaluate(ds.inputs, ds.Y, ks=(1, 5), progress=not args.quiet)

@@ -76,6 +76,26 @@ def input_name(path: str) -> str:
     return STDIN_NAME if is_stdio(path) else path
 
 
+def check_label_texts(label_file: str, ds) -> None:
+    """What train and tune check of a ``--label-file``: it must name or describe the labels the training data
+    carries, as the label-text route fits its cosine -> probability map on those (:mod:`xmtc.models.label_route`);
+    without one the route has nothing to learn from, and the failure would be blamed on the training file. The
+    layouts of :func:`~xmtc.data.labels.read_label_file` read ids with numbers only (Reuters' ``name, n_train,
+    n_test``) as ids without a text."""
+    import numpy as np
+
+    from ..errors import DataFormatError
+
+    texts = ds.labels.texts
+    counts = np.asarray(ds.Y.getnnz(axis=0))
+    if texts is None or any(texts[j] and texts[j].strip() for j in np.flatnonzero(counts).tolist()):
+        return
+    raise DataFormatError(input_name(label_file), None,
+                          f"gives none of the {np.count_nonzero(counts)} labels of the training data a name or text"
+                          " (only ids, or ids and numbers): a label file is 'id, name[, text]' or columns named by a"
+                          " '#' header line; leave --label-file out to train without label texts")
+
+
 def method_config_file(path: str | None, method: str) -> dict:
     """A --config file's parameters, as train and tune read it: it may name its method, which must match."""
     from ..config import load_json_config

@@ -20,7 +20,7 @@ import os
 import time
 
 from ..config import non_negative_int
-from .parsing import input_name, method_config_file
+from .parsing import check_label_texts, input_name, method_config_file
 
 log = logging.getLogger(__name__)
 
@@ -129,6 +129,8 @@ def run(args: argparse.Namespace) -> int:
     train_name = ", ".join(input_name(f) for f in args.train_files)
     if len(ds) == 0 or ds.Y.nnz == 0:
         raise DataFormatError(train_name, None, "has no labelled documents to tune on")
+    if args.label_file:
+        check_label_texts(args.label_file, ds)
     runner = TrialRunner(cls, ds, metric, valid_size=args.valid_size, seed=args.valid_seed, fixed=fixed)
     log.info("read %d documents in %.1fs; tuning %s on %d validation documents (seed %d), fitting on %d;"
              " space: %s", len(ds), time.perf_counter() - t0, args.method, len(runner.valid), args.valid_seed,
