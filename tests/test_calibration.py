@@ -129,6 +129,14 @@ def test_cli_calibrate_threshold_and_errors(split, tmp_path, capsys):
     write(tmp_path / "test.jsonl", te_x, te_y)
     assert main(["evaluate", str(tmp_path / "m"), str(tmp_path / "test.jsonl"), "-q", "--threshold", "labels"]) == 2
     assert "xmtc calibrate" in capsys.readouterr().err
+    # -o writes the calibrated model elsewhere and leaves MODEL_DIR byte for byte as it was
+    before = {f.name: f.read_bytes() for f in (tmp_path / "m").iterdir()}
+    assert main(["calibrate", str(tmp_path / "m"), str(tmp_path / "valid.jsonl"), "-o", str(tmp_path / "c"),
+                 "-q"]) == 0
+    assert str(tmp_path / "c") in capsys.readouterr().out
+    assert {f.name: f.read_bytes() for f in (tmp_path / "m").iterdir()} == before
+    assert xmtc.load(tmp_path / "m").calibration_ is None
+    assert xmtc.load(tmp_path / "c").calibration_ is not None
     assert main(["calibrate", str(tmp_path / "m"), str(tmp_path / "valid.jsonl"), "--method", "platt",
                  "--thresholds", "f1", "-q", "--json"]) == 0
     report = json.loads(capsys.readouterr().out)

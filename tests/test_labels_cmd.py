@@ -72,3 +72,25 @@ def test_cli_labels_find(model_dir, capsys):
     assert capsys.readouterr().out == ""
     assert main(["labels", "find", str(model_dir.parent / "missing"), "x"]) == 2
     assert "model folder not found" in capsys.readouterr().err
+
+
+def test_cli_labels_list_prints_every_label_and_a_label_file_that_reads_back(model_dir, capsys, tmp_path):
+    vocab, counts = model_labels(model_dir)
+    assert main(["labels", "list", str(model_dir)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["id", "name", "uri", "train_count"]
+    assert [line.split()[0] for line in out[1:]] == ["p1", "p2", "p3", "p4"]  # by training count
+    assert out[4].split() == ["p4", "-", "-", "4"]
+    assert main(["labels", "list", str(model_dir), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert sorted(r["column"] for r in rows) == list(range(len(vocab)))
+    assert {r["id"]: r["train_count"] for r in rows} == dict(zip(vocab.names, counts.tolist()))
+    # --tsv is a label file: read with the training file, it gives the model's names, URIs and texts
+    assert main(["labels", "list", str(model_dir), "--tsv"]) == 0
+    (tmp_path / "labels.tsv").write_text(capsys.readouterr().out)
+    again = read_dataset(model_dir.parent / "train.tsv", label_file=tmp_path / "labels.tsv").labels
+    assert again.names == vocab.names
+    assert again.display == vocab.display and again.uris == vocab.uris and again.texts == vocab.texts
+    with pytest.raises(SystemExit):
+        main(["labels", "list", str(model_dir), "--tsv", "--json"])
+    assert "not allowed with" in capsys.readouterr().err

@@ -1,8 +1,9 @@
-"""``xmtc calibrate MODEL_DIR VALID_FILE [--method isotonic|platt] [--bands 3] [--thresholds f1]``.
+"""``xmtc calibrate MODEL_DIR VALID_FILE [--method isotonic|platt] [--bands 3] [--thresholds f1] [-o OUT]``.
 
 Fits the score calibration (and optionally per-label F1 thresholds) of :mod:`xmtc.models.calibration`
 on a validation file and rewrites the model folder atomically with it (the manifest lists the new
-``calibration.safetensors`` with its SHA-256). The validation file must not be the test set, nor
+``calibration.safetensors`` with its SHA-256), or writes the calibrated model to ``-o`` and leaves MODEL_DIR as it
+was. The validation file must not be the test set, nor
 documents the model was trained on (their scores are over-confident).
 """
 
@@ -32,6 +33,7 @@ def add_parser(sub, common) -> None:
     p.add_argument("--min-support", type=int, default=10,
                    help="Labels with fewer validation occurrences use the global F1 threshold (default: 10).")
     p.add_argument("--format", dest="fmt", default=None, help="Input format; default: guess.")
+    p.add_argument("-o", "--output", help="Write the calibrated model here (default: MODEL_DIR, replaced atomically).")
     p.add_argument("--json", action="store_true", help="Print the validation metrics before/after as JSON.")
     common(p)
 
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
                     thresholds=args.thresholds, min_support=args.min_support, progress=not args.quiet)
     after = model.evaluate(ds.inputs, ds.Y, ks=(1, 5), progress=not args.quiet,
                            threshold="labels" if args.thresholds else None)
-    model.save(args.model_dir)
+    output = args.output or args.model_dir
+    model.save(output)
     keys = ("P@1", "P@5", "ECE@5", "coverage@P90", "coverage@P95", "F1@T")
     report = {"before": {k: round(before[k], 4) for k in keys if k in before},
               "after": {k: round(after[k], 4) for k in keys if k in after},
@@ -66,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        print(f"calibrated {args.model_dir} ({cal.method}, {len(cal.maps)} bands by training count, edges"
+        print(f"calibrated {output} ({cal.method}, {len(cal.maps)} bands by training count, edges"
               f" {cal.edges.tolist()}) on {len(ds)} validation documents (in-sample figures):")
         for k in keys:  # F1@T has no "before": the thresholds it is measured at are learned here
             if k in after:

@@ -1,5 +1,9 @@
 """``xmtc labels SUBCOMMAND ...``: a model's label vocabulary.
 
+``xmtc labels list MODEL_DIR [--json] [--tsv]`` prints every label, in the same order and columns as ``find``;
+``--tsv`` writes the label-file layout (``#id uri prefLabel label_text``, tab-separated) that ``train
+--label-file`` and ``labels add`` read back. A label with a training count of 0 is known only by its name or text.
+
 ``xmtc labels find MODEL_DIR QUERY [--json] [--limit N]`` looks labels up both ways, id -> name and
 name -> id: a label matches when QUERY is a case-insensitive substring of its id, display name, URI or
 label text. Each match is printed with its id, display name, URI and training count (how many training
@@ -81,14 +85,7 @@ def _run_find(args: argparse.Namespace) -> int:
     vocab, counts = model_labels(args.model_dir)
     rows = find_labels(vocab, counts, args.query)
     shown = rows if args.limit == 0 else rows[:args.limit]
-    if args.json:
-        print(json.dumps(shown, ensure_ascii=False))
-    elif shown:
-        table = [("id", "name", "uri", "train_count")] + [
-            (r["id"], r["name"] or "-", r["uri"] or "-", str(r["train_count"])) for r in shown]
-        widths = [max(len(row[c]) for row in table) for c in range(3)]
-        for row in table:
-            print("  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11))
+    _print_rows(shown, as_json=args.json)
     if not rows and not args.json:  # as grep, exit status 1; unlike grep, say so
         print(f"no label matches {args.query!r} (id, name, URI or label text)", file=sys.stderr)
     if len(shown) < len(rows) and not args.quiet:
@@ -97,16 +94,54 @@ def _run_find(args: argparse.Namespace) -> int:
     return 0 if rows else 1
 
 
+def _print_rows(rows: list[dict], *, as_json: bool) -> None:
+    """``find``'s and ``list``'s output: one JSON list, or a table of id, name, URI and training count."""
+    if as_json:
+        print(json.dumps(rows, ensure_ascii=False))
+    elif rows:
+        table = [("id", "name", "uri", "train_count")] + [
+            (r["id"], r["name"] or "-", r["uri"] or "-", str(r["train_count"])) for r in rows]
+        widths = [max(len(row[c]) for row in table) for c in range(3)]
+        for row in table:
+            print("  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11))
+
+
+def _add_list(sub, common) -> None:
+    p = sub.add_parser("list", help="Print every label of a model.",
+                       description="Print every label of MODEL_DIR with its id, name, URI and training count (0:"
+                                   " known only by its name or text), most frequent first.")
+    p.add_argument("model_dir")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="Print the labels as one JSON list of objects.")
+    out.add_argument("--tsv", action="store_true", help="Print a label file (#id, uri, prefLabel, label_text)"
+                     " that train --label-file and labels add read.")
+    common(p)
+
+
+def _run_list(args: argparse.Namespace) -> int:
+    vocab, counts = model_labels(args.model_dir)
+    rows = find_labels(vocab, counts, "")  # every id is a non-empty string, so "" matches every label
+    if not args.tsv:
+        _print_rows(rows, as_json=args.json)
+        return 0
+    print("#id\turi\tprefLabel\tlabel_text")
+    for r in rows:
+        text = vocab.texts[r["column"]] if vocab.texts is not None else None
+        fields = (r["id"], r["uri"] or "", r["name"] or "", text or "")
+        print("\t".join(" ".join(f.split()) for f in fields))  # a tab or newline inside a name would split it
+    return 0
+
+
 def _subcommands() -> dict:
     from . import labels_edit
-    return {"find": (_add_find, _run_find), **labels_edit.SUBCOMMANDS}
+    return {"find": (_add_find, _run_find), "list": (_add_list, _run_list), **labels_edit.SUBCOMMANDS}
 
 
 SUBCOMMANDS = _subcommands()
 
 
 def add_parser(sub, common) -> None:
-    p = sub.add_parser("labels", help="Look up, add or remove a model's labels (labels find | add | remove).",
+    p = sub.add_parser("labels", help="List, look up, add or remove a model's labels (labels list | find | add | remove).",
                        description="Work with a model's label vocabulary.")
     group = p.add_subparsers(dest="labels_command", required=True, metavar="SUBCOMMAND")
     for add, _ in SUBCOMMANDS.values():
