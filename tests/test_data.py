@@ -250,6 +250,8 @@ JSONL_BAD = [
     ('{"text": "a", "labels": [1]}', "'labels' must be a list of strings"),
     ('{"text": "a", "labels": null}', "'labels' must be a list of strings"),
     ('{"text": "a", "labels": ["a", " "]}', "empty label name"),
+    ('{"text": "a", "labels": ["a"], "document_id": true}', "'document_id' must be a string or an integer"),
+    ('{"text": "a", "labels": ["a"], "document_id": 1.5}', "'document_id' must be a string or an integer"),
 ]
 
 

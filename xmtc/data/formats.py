@@ -160,7 +160,7 @@ def read_jsonl(path, need_labels: bool = True) -> RawDocuments:
         if any(not x for x in names):
             raise DataFormatError(path, lineno, "empty label name in 'labels'")
         doc_id = obj.get("document_id")
-        if doc_id is not None and not isinstance(doc_id, (str, int)):
+        if doc_id is not None and (not isinstance(doc_id, (str, int)) or isinstance(doc_id, bool)):
             raise DataFormatError(path, lineno, "'document_id' must be a string or an integer")
         texts.append(text)
         labels.append(list(dict.fromkeys(names)))
