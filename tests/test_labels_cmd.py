@@ -87,10 +87,26 @@ def test_cli_labels_list_prints_every_label_and_a_label_file_that_reads_back(mod
     assert {r["id"]: r["train_count"] for r in rows} == dict(zip(vocab.names, counts.tolist()))
     # --tsv is a label file: read with the training file, it gives the model's names, URIs and texts
     assert main(["labels", "list", str(model_dir), "--tsv"]) == 0
-    (tmp_path / "labels.tsv").write_text(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    (tmp_path / "labels.tsv").write_text(captured.out)
     again = read_dataset(model_dir.parent / "train.tsv", label_file=tmp_path / "labels.tsv").labels
     assert again.names == vocab.names
     assert again.display == vocab.display and again.uris == vocab.uris and again.texts == vocab.texts
     with pytest.raises(SystemExit):
         main(["labels", "list", str(model_dir), "--tsv", "--json"])
     assert "not allowed with" in capsys.readouterr().err
+
+
+def test_cli_labels_list_tsv_of_a_model_without_names_says_so(tmp_path, capsys):
+    ds = read_dataset_from_rows(tmp_path, ["a\tred apples", "b\tgreen pears", "a,b\tapples and pears"] * 5)
+    xmtc.XRLinear(n_threads=1).fit(ds.inputs, ds.Y, labels=ds.labels).save(tmp_path / "m")
+    assert main(["labels", "list", str(tmp_path / "m"), "--tsv"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["#id\turi\tprefLabel\tlabel_text", "a\t\t\t", "b\t\t\t"]
+    assert "no label has a name or text" in captured.err
+
+
+def read_dataset_from_rows(folder, rows):
+    (folder / "train.tsv").write_text("\n".join(rows) + "\n")
+    return read_dataset(folder / "train.tsv")

@@ -124,6 +124,9 @@ def _run_list(args: argparse.Namespace) -> int:
     if not args.tsv:
         _print_rows(rows, as_json=args.json)
         return 0
+    if not args.quiet and not any(vocab.display or ()) and not any(vocab.texts or ()):
+        print(f"{args.model_dir}: no label has a name or text; this file lists ids only, which train --label-file"
+              " and labels add refuse", file=sys.stderr)
     print("#id\turi\tprefLabel\tlabel_text")
     for r in rows:
         text = vocab.texts[r["column"]] if vocab.texts is not None else None
