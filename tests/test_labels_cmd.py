@@ -52,7 +52,9 @@ def test_find_matches_every_field_case_insensitively():
     assert ids("p3") == ["p3"] and ids("nothing") == []
     assert ids("rail", limit=1) == ["rail"]
     row = find_labels(vocab, counts, "rail")[0]
-    assert row == {"id": "rail", "name": None, "uri": None, "train_count": 1, "column": 3}
+    assert row == {"id": "rail", "name": None, "uri": None, "train_count": 1, "column": 3, "removed": False}
+    assert [r["removed"] for r in find_labels(vocab, counts, "p", removed=np.array([0, 1, 0, 0], bool))] == \
+        [False, True, False]
 
 
 def test_cli_labels_find(model_dir, capsys):
@@ -64,7 +66,7 @@ def test_cli_labels_find(model_dir, capsys):
     assert len(out) == 3
     assert main(["labels", "find", str(model_dir), "P4", "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == [{"id": "p4", "name": None, "uri": None, "train_count": 4,
-                                                    "column": 3}]
+                                                    "column": 3, "removed": False}]
     assert main(["labels", "find", str(model_dir), "http", "--json", "--limit", "1"]) == 0
     captured = capsys.readouterr()
     assert [r["id"] for r in json.loads(captured.out)] == ["p1"] and "2 more matches" in captured.err
@@ -110,3 +112,25 @@ def test_cli_labels_list_tsv_of_a_model_without_names_says_so(tmp_path, capsys):
 def read_dataset_from_rows(folder, rows):
     (folder / "train.tsv").write_text("\n".join(rows) + "\n")
     return read_dataset(folder / "train.tsv")
+
+
+def test_cli_labels_list_and_find_mark_removed_labels_and_the_label_file_leaves_them_out(model_dir, capsys, tmp_path):
+    (tmp_path / "ids.txt").write_text("p2\n")
+    assert main(["labels", "remove", str(model_dir), str(tmp_path / "ids.txt"), "-o", str(tmp_path / "m"), "-q"]) == 0
+    capsys.readouterr()
+    assert main(["labels", "list", str(tmp_path / "m"), "--json"]) == 0
+    assert {r["id"]: r["removed"] for r in json.loads(capsys.readouterr().out)} == \
+        {"p1": False, "p2": True, "p3": False, "p4": False}
+    assert main(["labels", "list", str(tmp_path / "m")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["id", "name", "uri", "train_count", "removed"]
+    assert out[2].split()[0] == "p2" and out[2].split()[-1] == "yes" and out[1].split()[-1] == "30"
+    assert main(["labels", "find", str(tmp_path / "m"), "railways", "--json"]) == 0
+    assert [(r["id"], r["removed"]) for r in json.loads(capsys.readouterr().out)] == [("p1", False), ("p2", True)]
+    assert main(["labels", "list", str(tmp_path / "m"), "--tsv"]) == 0
+    captured = capsys.readouterr()
+    assert [line.split("\t")[0] for line in captured.out.splitlines()] == ["#id", "p1", "p3", "p4"]
+    assert "1 removed label(s) left out" in captured.err
+    # the model without removals has no fifth column
+    assert main(["labels", "list", str(model_dir)]) == 0
+    assert capsys.readouterr().out.splitlines()[0].split() == ["id", "name", "uri", "train_count"]

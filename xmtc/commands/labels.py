@@ -2,7 +2,9 @@
 
 ``xmtc labels list MODEL_DIR [--json] [--tsv]`` prints every label, in the same order and columns as ``find``;
 ``--tsv`` writes the label-file layout (``#id uri prefLabel label_text``, tab-separated) that ``train
---label-file`` and ``labels add`` read back. A label with a training count of 0 is known only by its name or text.
+--label-file`` and ``labels add`` read back, without the labels ``labels remove`` masked (``labels add`` would bring
+them back). A label with a training count of 0 is known only by its name or text; ``find`` and ``list`` mark the
+removed ones.
 
 ``xmtc labels find MODEL_DIR QUERY [--json] [--limit N]`` looks labels up both ways, id -> name and
 name -> id: a label matches when QUERY is a case-insensitive substring of its id, display name, URI or
@@ -11,8 +13,8 @@ documents carried it), exact matches of the id, name or URI first, then by train
 frequent first, then by id. The exit status is 0 when something matched and 1 when nothing did (as
 ``grep``), so scripts can test for a label; with no match a line on stderr says so.
 
-The vocabulary and counts are read from the model folder's ``labels`` and ``label-stats`` stages
-alone (checksums verified); the model's weights are not loaded.
+The vocabulary, counts and removed-label mask are read from the model folder's ``labels``, ``label-stats`` and
+``removed-labels`` stages alone (checksums verified); the model's weights are not loaded.
 
 ``labels`` is a command group: a subcommand is one entry of :data:`SUBCOMMANDS`, ``name: (add_parser,
 run)``, with ``add_parser(labels_sub, common)`` adding its parser to the group's sub-parsers and
@@ -43,9 +45,20 @@ def model_labels(folder) -> tuple:
     return vocab, np.asarray(counts)
 
 
-def find_labels(vocab, counts, query: str, limit: int | None = None) -> list[dict]:
+def removed_labels(folder, n_labels: int) -> np.ndarray:
+    """The saved model's removed-label mask (``xmtc labels remove``), all False when it has none; read from the
+    ``removed-labels`` stage alone, as :func:`model_labels` reads the vocabulary."""
+    from ..models.open_labels import removed_mask
+    from ..models.storage import ModelReader
+
+    mask = removed_mask(ModelReader(folder), n_labels)
+    return np.zeros(n_labels, dtype=bool) if mask is None else mask
+
+
+def find_labels(vocab, counts, query: str, limit: int | None = None, removed=None) -> list[dict]:
     """Labels whose id, display name, URI or text contains ``query`` (case-insensitive), ordered as the
-    module doc says; each ``{"id", "name", "uri", "train_count", "column"}`` (name/uri None when unset)."""
+    module doc says; each ``{"id", "name", "uri", "train_count", "column", "removed"}`` (name/uri None when
+    unset; ``removed``: the label is masked by ``labels remove``, from the mask ``removed``)."""
     q = query.casefold()
     found = []
     for j, label_id in enumerate(vocab.names):
@@ -59,7 +72,8 @@ def find_labels(vocab, counts, query: str, limit: int | None = None) -> list[dic
         count = counts[j].item()
         found.append((not exact, -count, label_id,
                       {"id": label_id, "name": name, "uri": uri,
-                       "train_count": int(count) if float(count).is_integer() else float(count), "column": j}))
+                       "train_count": int(count) if float(count).is_integer() else float(count), "column": j,
+                       "removed": bool(removed is not None and removed[j])}))
     found.sort(key=lambda t: t[:3])
     rows = [t[3] for t in found]
     return rows if limit is None else rows[:limit]
@@ -83,7 +97,7 @@ def _run_find(args: argparse.Namespace) -> int:
     if args.limit < 0:
         raise ConfigError(f"--limit must be 0 (all) or a positive number, got {args.limit}")
     vocab, counts = model_labels(args.model_dir)
-    rows = find_labels(vocab, counts, args.query)
+    rows = find_labels(vocab, counts, args.query, removed=removed_labels(args.model_dir, len(vocab)))
     shown = rows if args.limit == 0 else rows[:args.limit]
     _print_rows(shown, as_json=args.json)
     if not rows and not args.json:  # as grep, exit status 1; unlike grep, say so
@@ -99,11 +113,14 @@ def _print_rows(rows: list[dict], *, as_json: bool) -> None:
     if as_json:
         print(json.dumps(rows, ensure_ascii=False))
     elif rows:
-        table = [("id", "name", "uri", "train_count")] + [
-            (r["id"], r["name"] or "-", r["uri"] or "-", str(r["train_count"])) for r in rows]
+        marks = any(r["removed"] for r in rows)  # a fifth column only where a shown label is removed
+        table = [("id", "name", "uri", "train_count", "removed" if marks else "")] + [
+            (r["id"], r["name"] or "-", r["uri"] or "-", str(r["train_count"]), "yes" if r["removed"] else "")
+            for r in rows]
         widths = [max(len(row[c]) for row in table) for c in range(3)]
         for row in table:
-            print("  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11))
+            line = "  ".join(v.ljust(w) for v, w in zip(row[:3], widths)) + "  " + row[3].rjust(11)
+            print(line + "  " + row[4] if marks else line)
 
 
 def _add_list(sub, common) -> None:
@@ -120,10 +137,15 @@ def _add_list(sub, common) -> None:
 
 def _run_list(args: argparse.Namespace) -> int:
     vocab, counts = model_labels(args.model_dir)
-    rows = find_labels(vocab, counts, "")  # every id is a non-empty string, so "" matches every label
+    removed = removed_labels(args.model_dir, len(vocab))
+    rows = find_labels(vocab, counts, "", removed=removed)  # every id is a non-empty string: "" matches them all
     if not args.tsv:
         _print_rows(rows, as_json=args.json)
         return 0
+    if removed.any():  # labels add would bring a removed label back: a label file of the model leaves them out
+        rows = [r for r in rows if not r["removed"]]
+        if not args.quiet:
+            print(f"{args.model_dir}: {int(removed.sum())} removed label(s) left out", file=sys.stderr)
     if not args.quiet and not any(vocab.display or ()) and not any(vocab.texts or ()):
         print(f"{args.model_dir}: no label has a name or text; this file lists ids only, which train --label-file"
               " and labels add refuse", file=sys.stderr)

@@ -96,11 +96,20 @@ def load_route(model, reader) -> None:
         st = reader.stage("label-route")
         model.label_route_ = LabelRoute.from_arrays(st.get("params", {}), reader.arrays(st["file"]), featurizer,
                                                     len(model.labels_), f"{reader.folder / st['file']}")
-    if "removed-labels" in names:
-        mask = reader.arrays(reader.stage_value("removed-labels", "file")).get("removed")
-        if mask is None or mask.shape != (len(model.labels_),):
-            raise ModelFormatError(f"{reader.folder}: the removed-label mask does not match the labels")
-        model.removed_ = mask.astype(bool)
+    model.removed_ = removed_mask(reader, len(model.labels_))
+
+
+def removed_mask(reader, n_labels: int) -> np.ndarray | None:
+    """The ``removed-labels`` stage's mask of a model folder being read (None when the model has none), checked
+    against its ``n_labels`` labels."""
+    from ..errors import ModelFormatError
+
+    if not any(st.get("name") == "removed-labels" for st in reader.manifest["stages"]):
+        return None
+    mask = reader.arrays(reader.stage_value("removed-labels", "file")).get("removed")
+    if mask is None or mask.shape != (n_labels,):
+        raise ModelFormatError(f"{reader.folder}: the removed-label mask does not match the labels")
+    return mask.astype(bool)
 
 
 def apply_open_labels(model, idx: np.ndarray, scores: np.ndarray, X, k: int) -> tuple[np.ndarray, np.ndarray]:
