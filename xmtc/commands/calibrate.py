@@ -3,8 +3,8 @@
 Fits the score calibration (and optionally per-label F1 thresholds) of :mod:`xmtc.models.calibration`
 on a validation file and rewrites the model folder atomically with it (the manifest lists the new
 ``calibration.safetensors`` with its SHA-256), or writes the calibrated model to ``-o`` and leaves MODEL_DIR as it
-was. The validation file must not be the test set, nor
-documents the model was trained on (their scores are over-confident).
+was. The validation file must not be the test set, nor documents the model was trained on (their scores are
+over-confident).
 """
 
 from __future__ import annotations

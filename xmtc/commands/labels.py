@@ -32,8 +32,15 @@ import numpy as np
 
 def model_labels(folder) -> tuple:
     """``(LabelVocab, training counts)`` of a saved model, without loading its weights."""
+    return label_table(folder)[:2]
+
+
+def label_table(folder) -> tuple:
+    """``(LabelVocab, training counts, removed-label mask)`` of a saved model, read through one reader without
+    loading its weights; the mask (``xmtc labels remove``) is all False when the model has none."""
     from ..data.labels import LabelVocab
     from ..errors import ModelFormatError
+    from ..models.open_labels import removed_mask
     from ..models.storage import ModelReader
 
     reader = ModelReader(folder)
@@ -42,17 +49,8 @@ def model_labels(folder) -> tuple:
     counts = stats.get("counts")
     if counts is None or counts.shape != (len(vocab),) or counts.dtype.kind not in "iuf":
         raise ModelFormatError(f"{reader.folder}: label counts do not match the {len(vocab)} labels")
-    return vocab, np.asarray(counts)
-
-
-def removed_labels(folder, n_labels: int) -> np.ndarray:
-    """The saved model's removed-label mask (``xmtc labels remove``), all False when it has none; read from the
-    ``removed-labels`` stage alone, as :func:`model_labels` reads the vocabulary."""
-    from ..models.open_labels import removed_mask
-    from ..models.storage import ModelReader
-
-    mask = removed_mask(ModelReader(folder), n_labels)
-    return np.zeros(n_labels, dtype=bool) if mask is None else mask
+    removed = removed_mask(reader, len(vocab))
+    return vocab, np.asarray(counts), np.zeros(len(vocab), dtype=bool) if removed is None else removed
 
 
 def find_labels(vocab, counts, query: str, limit: int | None = None, removed=None) -> list[dict]:
@@ -96,8 +94,8 @@ def _run_find(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise ConfigError(f"--limit must be 0 (all) or a positive number, got {args.limit}")
-    vocab, counts = model_labels(args.model_dir)
-    rows = find_labels(vocab, counts, args.query, removed=removed_labels(args.model_dir, len(vocab)))
+    vocab, counts, removed = label_table(args.model_dir)
+    rows = find_labels(vocab, counts, args.query, removed=removed)
     shown = rows if args.limit == 0 else rows[:args.limit]
     _print_rows(shown, as_json=args.json)
     if not rows and not args.json:  # as grep, exit status 1; unlike grep, say so
@@ -136,8 +134,7 @@ def _add_list(sub, common) -> None:
 
 
 def _run_list(args: argparse.Namespace) -> int:
-    vocab, counts = model_labels(args.model_dir)
-    removed = removed_labels(args.model_dir, len(vocab))
+    vocab, counts, removed = label_table(args.model_dir)
     rows = find_labels(vocab, counts, "", removed=removed)  # every id is a non-empty string: "" matches them all
     if not args.tsv:
         _print_rows(rows, as_json=args.json)
